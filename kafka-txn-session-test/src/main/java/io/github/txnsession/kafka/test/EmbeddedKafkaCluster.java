@@ -1,0 +1,331 @@
+package io.github.txnsession.kafka.test;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+
+import kafka.server.BrokerServer;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.test.KafkaClusterTestKit;
+import org.apache.kafka.common.test.TestKitNodes;
+import org.apache.kafka.metadata.bootstrap.BootstrapMetadata;
+import org.apache.kafka.server.common.Feature;
+import org.apache.kafka.server.common.MetadataVersion;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A real Kafka cluster running in this JVM: KRaft brokers (and a controller) built on Kafka's own
+ * {@code KafkaClusterTestKit}.
+ *
+ * <p>Guarantees: the cluster is production-like by default. Unstable APIs and unstable feature versions are off,
+ * and it is bootstrapped with the feature levels a freshly formatted production cluster gets (on Kafka 4.2:
+ * transaction.version=2, group.version=1, share.version=1), so tests cannot pass on features no released broker
+ * offers. Internal topics (offsets, transaction log, share-group state) are sized for the number of brokers, so a
+ * 1-broker cluster works for transactions and share groups.
+ *
+ * <p>Not guaranteed: isolation between tests that share a cluster. Give every test its own topics, groups and
+ * transactional ids ({@link #uniqueName(String)} helps).
+ *
+ * <pre>{@code
+ * try (EmbeddedKafkaCluster kafka = EmbeddedKafkaCluster.builder().brokers(3).start()) {
+ *     kafka.createTopic("orders", 3);
+ *     ... kafka.bootstrapServers() ...
+ * }
+ * }</pre>
+ */
+public final class EmbeddedKafkaCluster implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(EmbeddedKafkaCluster.class);
+    private static final java.util.concurrent.atomic.AtomicLong NAMES = new java.util.concurrent.atomic.AtomicLong();
+
+    private final KafkaClusterTestKit cluster;
+    private final int brokerCount;
+    private final Set<Integer> stoppedBrokers = new TreeSet<>();
+    private volatile @Nullable Admin admin;
+
+    private EmbeddedKafkaCluster(KafkaClusterTestKit cluster, int brokerCount) {
+        this.cluster = cluster;
+        this.brokerCount = brokerCount;
+    }
+
+    /** @return a builder for a cluster with one broker and production-like defaults */
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** @return the bootstrap servers of the running brokers, for client configs */
+    public String bootstrapServers() {
+        return this.cluster.bootstrapServers();
+    }
+
+    /** @return a shared {@link Admin} client for this cluster; closed with the cluster, do not close it */
+    public Admin admin() {
+        Admin a = this.admin;
+        if (a == null) {
+            synchronized (this) {
+                a = this.admin;
+                if (a == null) {
+                    a = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers()));
+                    this.admin = a;
+                }
+            }
+        }
+        return a;
+    }
+
+    /** @return the number of brokers this cluster was started with */
+    public int brokerCount() {
+        return this.brokerCount;
+    }
+
+    /** @return the ids of all brokers, running or stopped */
+    public Set<Integer> brokerIds() {
+        return new TreeSet<>(this.cluster.brokers().keySet());
+    }
+
+    /**
+     * Creates topics (replication factor = min(3, brokers)) and waits until they exist. A topic that already
+     * exists is left as it is.
+     */
+    public void createTopic(String topic, int partitions) {
+        createTopics(partitions, topic);
+    }
+
+    /** Creates several topics with the same number of partitions; see {@link #createTopic(String, int)}. */
+    public void createTopics(int partitions, String... topics) {
+        short rf = (short) Math.min(3, this.brokerCount);
+        List<NewTopic> newTopics = new ArrayList<>();
+        for (String t : topics) {
+            newTopics.add(new NewTopic(t, partitions, rf));
+        }
+        admin().createTopics(newTopics).values().forEach((name, f) -> {
+            try {
+                f.get(30, TimeUnit.SECONDS);
+            }
+            catch (ExecutionException ex) {
+                if (!(ex.getCause() instanceof TopicExistsException)) {
+                    throw new IllegalStateException("Could not create topic " + name, ex.getCause());
+                }
+            }
+            catch (Exception ex) {
+                throw new IllegalStateException("Could not create topic " + name, ex);
+            }
+        });
+    }
+
+    /**
+     * Stops one broker (a controlled shutdown) and waits until it is down. Its data stays, so
+     * {@link #restartBroker(int)} brings it back.
+     */
+    public void stopBroker(int brokerId) {
+        BrokerServer broker = broker(brokerId);
+        log.info("Stopping broker {}", brokerId);
+        broker.shutdown();
+        broker.awaitShutdown();
+        synchronized (this.stoppedBrokers) {
+            this.stoppedBrokers.add(brokerId);
+        }
+    }
+
+    /** Starts a broker stopped by {@link #stopBroker(int)} again and waits until it is ready. */
+    public void restartBroker(int brokerId) {
+        BrokerServer broker = broker(brokerId);
+        log.info("Restarting broker {}", brokerId);
+        broker.startup();
+        try {
+            this.cluster.waitForReadyBrokers();
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("Interrupted while waiting for broker " + brokerId, ex);
+        }
+        catch (ExecutionException ex) {
+            throw new IllegalStateException("Broker " + brokerId + " did not become ready", ex.getCause());
+        }
+        synchronized (this.stoppedBrokers) {
+            this.stoppedBrokers.remove(brokerId);
+        }
+    }
+
+    /** @return the broker ids stopped with {@link #stopBroker(int)} and not restarted */
+    public Set<Integer> stoppedBrokers() {
+        synchronized (this.stoppedBrokers) {
+            return new TreeSet<>(this.stoppedBrokers);
+        }
+    }
+
+    private BrokerServer broker(int brokerId) {
+        BrokerServer broker = this.cluster.brokers().get(brokerId);
+        if (broker == null) {
+            throw new IllegalArgumentException("No broker with id " + brokerId + "; brokers are " + brokerIds());
+        }
+        return broker;
+    }
+
+    /** @return a name unique in this JVM, for topics, groups and transactional ids: {@code prefix-N} */
+    public static String uniqueName(String prefix) {
+        return prefix + "-" + NAMES.incrementAndGet();
+    }
+
+    /** @return client properties with {@code bootstrap.servers} set, ready for extra keys */
+    public Map<String, Object> clientConfigs() {
+        Map<String, Object> configs = new HashMap<>();
+        configs.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers());
+        return configs;
+    }
+
+    @Override
+    public void close() {
+        Admin a = this.admin;
+        if (a != null) {
+            a.close(Duration.ofSeconds(5));
+        }
+        try {
+            this.cluster.close();
+        }
+        catch (Exception ex) {
+            throw new IllegalStateException("Could not stop the embedded Kafka cluster", ex);
+        }
+    }
+
+    /**
+     * Configures an {@link EmbeddedKafkaCluster}. Defaults: 1 broker in combined mode (broker and controller in one
+     * node), production metadata version and feature levels, no unstable APIs.
+     */
+    public static final class Builder {
+
+        private int brokers = 1;
+        private final Map<String, String> brokerProperties = new LinkedHashMap<>();
+        private final Map<String, Short> featureOverrides = new LinkedHashMap<>();
+
+        private Builder() {
+        }
+
+        /** Number of brokers, 1 or more. With more than one, the controller runs as a separate node. */
+        public Builder brokers(int count) {
+            if (count < 1) {
+                throw new IllegalArgumentException("brokers must be at least 1, was " + count);
+            }
+            this.brokers = count;
+            return this;
+        }
+
+        /** A broker property for every node, overriding the defaults of this class. */
+        public Builder brokerProperty(String key, Object value) {
+            this.brokerProperties.put(Objects.requireNonNull(key, "key"), String.valueOf(value));
+            return this;
+        }
+
+        /** Broker properties for every node; see {@link #brokerProperty(String, Object)}. */
+        public Builder brokerProperties(Map<String, ?> properties) {
+            properties.forEach(this::brokerProperty);
+            return this;
+        }
+
+        /**
+         * Bootstraps the cluster with a feature level other than the production default, e.g.
+         * {@code feature("transaction.version", 1)} for a cluster without transaction version 2.
+         */
+        public Builder feature(String featureName, int level) {
+            Feature.featureFromName(featureName); // fails clearly on an unknown name
+            this.featureOverrides.put(featureName, (short) level);
+            return this;
+        }
+
+        /** Formats and starts the cluster and waits until every broker is ready. */
+        public EmbeddedKafkaCluster start() {
+            long started = System.nanoTime();
+            MetadataVersion mv = MetadataVersion.latestProduction();
+            Map<String, Short> features = new LinkedHashMap<>();
+            for (Feature f : Feature.PRODUCTION_FEATURES) {
+                if (!f.featureName().equals(Feature.KRAFT_VERSION.featureName())) {
+                    features.put(f.featureName(), f.defaultLevel(mv));
+                }
+            }
+            features.putAll(this.featureOverrides);
+            BootstrapMetadata bootstrap = BootstrapMetadata.fromVersions(mv, features, "embedded cluster bootstrap");
+            boolean combined = this.brokers == 1;
+            TestKitNodes nodes = new TestKitNodes.Builder()
+                .setBootstrapMetadata(bootstrap)
+                .setCombined(combined)
+                .setNumBrokerNodes(this.brokers)
+                .setNumControllerNodes(1)
+                .build();
+            KafkaClusterTestKit.Builder builder = new KafkaClusterTestKit.Builder(nodes);
+            defaults(this.brokers).forEach(builder::setConfigProp);
+            this.brokerProperties.forEach(builder::setConfigProp);
+            KafkaClusterTestKit cluster = null;
+            try {
+                cluster = builder.build();
+                cluster.format();
+                cluster.startup();
+                cluster.waitForReadyBrokers();
+            }
+            catch (Exception ex) {
+                if (cluster != null) {
+                    try {
+                        cluster.close();
+                    }
+                    catch (Exception suppressed) {
+                        ex.addSuppressed(suppressed);
+                    }
+                }
+                if (ex instanceof InterruptedException) {
+                    Thread.currentThread().interrupt();
+                }
+                throw new IllegalStateException("Could not start the embedded Kafka cluster", ex);
+            }
+            log.info("Embedded Kafka cluster ({} broker(s), features {}) ready at {} in {} ms", this.brokers,
+                    features, cluster.bootstrapServers(), (System.nanoTime() - started) / 1_000_000);
+            return new EmbeddedKafkaCluster(cluster, this.brokers);
+        }
+
+        private static Map<String, String> defaults(int brokers) {
+            String rf = String.valueOf(Math.min(3, brokers));
+            String minIsr = String.valueOf(Math.max(1, Math.min(3, brokers) - 1));
+            Map<String, String> props = new LinkedHashMap<>();
+            // what a released broker offers, nothing more (the test kit turns these on unless told otherwise)
+            props.put("unstable.api.versions.enable", "false");
+            props.put("unstable.feature.versions.enable", "false");
+            props.put("offsets.topic.replication.factor", rf);
+            props.put("offsets.topic.num.partitions", "3");
+            props.put("transaction.state.log.replication.factor", rf);
+            props.put("transaction.state.log.min.isr", minIsr);
+            props.put("transaction.state.log.num.partitions", "3");
+            props.put("share.coordinator.state.topic.replication.factor", rf);
+            props.put("share.coordinator.state.topic.min.isr", minIsr);
+            props.put("share.coordinator.state.topic.num.partitions", "3");
+            props.put("group.initial.rebalance.delay.ms", "0");
+            props.put("group.share.heartbeat.interval.ms", "1000");
+            props.put("group.share.min.heartbeat.interval.ms", "500");
+            props.put("group.consumer.heartbeat.interval.ms", "1000");
+            props.put("group.consumer.min.heartbeat.interval.ms", "500");
+            props.put("auto.create.topics.enable", "false");
+            props.put("num.partitions", "1");
+            props.put("default.replication.factor", rf);
+            props.put("min.insync.replicas", "1");
+            return props;
+        }
+    }
+
+    /** @return a {@link Properties} view of {@link #clientConfigs()} */
+    public Properties clientProperties() {
+        Properties p = new Properties();
+        p.putAll(clientConfigs());
+        return p;
+    }
+}

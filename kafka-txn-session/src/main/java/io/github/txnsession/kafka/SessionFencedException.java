@@ -1,0 +1,24 @@
+package io.github.txnsession.kafka;
+
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Another session (or producer) with the same {@code transactional.id} took over, so this session's transaction
+ * will never commit. The session is in {@link SessionState#FATAL_ERROR}: close it. Nothing it sent in the open
+ * transaction becomes visible to {@code read_committed} readers.
+ */
+public class SessionFencedException extends TransactionSessionException {
+
+    private static final long serialVersionUID = 1L;
+
+    /**
+     * @param transactionalId the fenced session's id
+     * @param call the call that found out
+     * @param cause the broker's error
+     */
+    public SessionFencedException(String transactionalId, String call, @Nullable Throwable cause) {
+        super(transactionalId, call + " failed: the session was fenced by a newer session or producer with the same "
+                + "transactional.id. Its open transaction is aborted; close this session. If this was unexpected, "
+                + "check that no two processes use the same transactional.id.", cause);
+    }
+}

@@ -1,0 +1,368 @@
+package io.github.txnsession.kafka.internals;
+
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.apache.kafka.clients.ApiVersions;
+import org.apache.kafka.clients.ClientRequest;
+import org.apache.kafka.clients.ClientResponse;
+import org.apache.kafka.clients.ClientUtils;
+import org.apache.kafka.clients.DefaultHostResolver;
+import org.apache.kafka.clients.ManualMetadataUpdater;
+import org.apache.kafka.clients.NetworkClient;
+import org.apache.kafka.clients.NetworkClientUtils;
+import org.apache.kafka.clients.NodeApiVersions;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.errors.AuthenticationException;
+import org.apache.kafka.common.errors.TimeoutException;
+import org.apache.kafka.common.errors.UnsupportedVersionException;
+import org.apache.kafka.common.message.DescribeTransactionsRequestData;
+import org.apache.kafka.common.message.DescribeTransactionsResponseData;
+import org.apache.kafka.common.message.EndTxnRequestData;
+import org.apache.kafka.common.message.FindCoordinatorRequestData;
+import org.apache.kafka.common.message.FindCoordinatorResponseData;
+import org.apache.kafka.common.metrics.Metrics;
+import org.apache.kafka.common.protocol.ApiKeys;
+import org.apache.kafka.common.protocol.Errors;
+import org.apache.kafka.common.requests.AbstractRequest;
+import org.apache.kafka.common.requests.AbstractResponse;
+import org.apache.kafka.common.requests.DescribeTransactionsRequest;
+import org.apache.kafka.common.requests.DescribeTransactionsResponse;
+import org.apache.kafka.common.requests.EndTxnRequest;
+import org.apache.kafka.common.requests.EndTxnResponse;
+import org.apache.kafka.common.requests.FindCoordinatorRequest;
+import org.apache.kafka.common.requests.FindCoordinatorResponse;
+import org.apache.kafka.common.utils.LogContext;
+import org.apache.kafka.common.utils.Time;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A small, blocking client of Kafka's transaction coordinator. It needs no producer: no buffer pool, no sender
+ * thread, no background thread of any kind; network I/O happens on the calling thread.
+ *
+ * <p>Guarantees: every call has a deadline; NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+ * COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS and lost connections are retried with exponential backoff
+ * until the deadline, and a moved coordinator is found again. Security settings (SSL, SASL) come from the same
+ * keys as for any Kafka client, because the channel is built by kafka-clients' own networking. EndTxn is sent in
+ * the version that matches the cluster's finalized {@code transaction.version} (v5 for transaction version 2,
+ * which bumps the epoch; v4 for version 1).
+ *
+ * <p>Not guaranteed: concurrency. Calls are serialized on one connection pool; this is a control-plane client.
+ */
+public final class CoordinatorClient implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(CoordinatorClient.class);
+    private static final AtomicInteger CLIENT_IDS = new AtomicInteger();
+    private static final long MIN_BACKOFF_MS = 20;
+    private static final long MAX_BACKOFF_MS = 1_000;
+
+    private final Time time = Time.SYSTEM;
+    private final Metrics metrics;
+    private final ApiVersions apiVersions = new ApiVersions();
+    private final NetworkClient client;
+    private final List<Node> bootstrapNodes;
+    private final int requestTimeoutMs;
+    private final Map<String, Node> coordinators = new ConcurrentHashMap<>();
+    private final Object lock = new Object();
+    private int nextBootstrap;
+    private boolean closed;
+
+    /**
+     * @param configs Kafka client configs: {@code bootstrap.servers}, security settings and
+     *        {@code request.timeout.ms} are used; keys that are not admin-client keys are ignored
+     */
+    public CoordinatorClient(Map<String, ?> configs) {
+        Map<String, Object> adminConfigs = new HashMap<>();
+        configs.forEach((k, v) -> {
+            if (AdminClientConfig.configNames().contains(k) || k.startsWith("sasl.") || k.startsWith("ssl.")
+                    || k.startsWith("security.")) {
+                adminConfigs.put(k, v);
+            }
+        });
+        String clientId = "txn-session-coordinator-" + CLIENT_IDS.incrementAndGet();
+        adminConfigs.put(AdminClientConfig.CLIENT_ID_CONFIG, clientId);
+        AdminClientConfig config = new AdminClientConfig(adminConfigs);
+        List<InetSocketAddress> addresses = ClientUtils.parseAndValidateAddresses(
+                config.getList(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG),
+                config.getString(AdminClientConfig.CLIENT_DNS_LOOKUP_CONFIG));
+        List<Node> nodes = new ArrayList<>();
+        int id = -1;
+        for (InetSocketAddress address : addresses) {
+            nodes.add(new Node(id--, address.getHostString(), address.getPort()));
+        }
+        this.bootstrapNodes = List.copyOf(nodes);
+        this.requestTimeoutMs = config.getInt(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG);
+        this.metrics = new Metrics(this.time);
+        this.client = ClientUtils.createNetworkClient(config, clientId, this.metrics, "txn-session-coordinator",
+                new LogContext("[CoordinatorClient clientId=" + clientId + "] "), this.apiVersions, this.time, 1,
+                this.requestTimeoutMs, new ManualMetadataUpdater(new ArrayList<>(this.bootstrapNodes)),
+                new DefaultHostResolver());
+    }
+
+    /**
+     * Describes the transactional id at its coordinator.
+     *
+     * @return the description, or empty when the coordinator does not know the id
+     * @throws TimeoutException if no coordinator answered before the deadline
+     */
+    public Optional<TransactionDescription> describe(String transactionalId, Duration timeout) {
+        long deadline = deadline(timeout);
+        for (int attempt = 0;; attempt++) {
+            Node coordinator = coordinator(transactionalId, deadline);
+            DescribeTransactionsResponse response = send(coordinator, new DescribeTransactionsRequest.Builder(
+                    new DescribeTransactionsRequestData().setTransactionalIds(List.of(transactionalId))), deadline,
+                    transactionalId);
+            if (response == null) {
+                backoff(attempt, deadline, "DescribeTransactions(" + transactionalId + ")");
+                continue;
+            }
+            DescribeTransactionsResponseData.TransactionState s = response.data().transactionStates().get(0);
+            Errors error = Errors.forCode(s.errorCode());
+            if (error == Errors.NONE) {
+                return Optional.of(new TransactionDescription(s.transactionalId(), s.transactionState(),
+                        s.producerId(), s.producerEpoch(), s.transactionTimeoutMs(), s.transactionStartTimeMs()));
+            }
+            if (error == Errors.TRANSACTIONAL_ID_NOT_FOUND) {
+                return Optional.empty();
+            }
+            if (isRetriable(error)) {
+                forgetCoordinatorIfMoved(transactionalId, error);
+                backoff(attempt, deadline, "DescribeTransactions(" + transactionalId + "): " + error);
+                continue;
+            }
+            throw error.exception("DescribeTransactions(" + transactionalId + ") failed: " + error);
+        }
+    }
+
+    /**
+     * Ends the transaction {@code (producerId, producerEpoch)} of a transactional id with EndTxn.
+     *
+     * @return the coordinator's final answer: NONE on success, or a non-retriable error (PRODUCER_FENCED,
+     *         INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, ...) for the caller to classify
+     * @throws TimeoutException if the coordinator did not give a final answer before the deadline
+     */
+    public Errors endTransaction(String transactionalId, long producerId, short producerEpoch, boolean commit,
+            Duration timeout) {
+        long deadline = deadline(timeout);
+        for (int attempt = 0;; attempt++) {
+            Node coordinator = coordinator(transactionalId, deadline);
+            boolean v2 = transactionVersion() >= 2;
+            EndTxnRequestData data = new EndTxnRequestData().setTransactionalId(transactionalId)
+                .setProducerId(producerId)
+                .setProducerEpoch(producerEpoch)
+                .setCommitted(commit);
+            EndTxnResponse response = send(coordinator, new EndTxnRequest.Builder(data, v2), deadline,
+                    transactionalId);
+            String call = (commit ? "EndTxn(commit " : "EndTxn(abort ") + transactionalId + " " + producerId + ":"
+                    + producerEpoch + ")";
+            if (response == null) {
+                backoff(attempt, deadline, call);
+                continue;
+            }
+            Errors error = Errors.forCode(response.data().errorCode());
+            if (isRetriable(error)) {
+                forgetCoordinatorIfMoved(transactionalId, error);
+                backoff(attempt, deadline, call + ": " + error);
+                continue;
+            }
+            log.debug("{} -> {}", call, error);
+            return error;
+        }
+    }
+
+    /**
+     * @return the cluster's finalized {@code transaction.version} as last reported in an ApiVersions response
+     *         (0 when unknown or not finalized). Connects to a broker first if no response was seen yet.
+     */
+    public short transactionVersion() {
+        ApiVersions.FinalizedFeaturesInfo info = this.apiVersions.getFinalizedFeaturesInfo();
+        if (info == null) {
+            anyBroker(deadline(Duration.ofMillis(this.requestTimeoutMs)));
+            info = this.apiVersions.getFinalizedFeaturesInfo();
+        }
+        if (info == null || info.finalizedFeatures == null) {
+            return 0;
+        }
+        return info.finalizedFeatures.getOrDefault("transaction.version", (short) 0);
+    }
+
+    /**
+     * @return whether the broker this client talks to advertises an API key with this name (e.g. a future
+     *         {@code TXN_HEARTBEAT}); false for a name this kafka-clients release does not know
+     */
+    public boolean advertisesApi(String apiKeyName) {
+        ApiKeys key;
+        try {
+            key = ApiKeys.valueOf(apiKeyName);
+        }
+        catch (IllegalArgumentException ex) {
+            return false;
+        }
+        Node node = anyBroker(deadline(Duration.ofMillis(this.requestTimeoutMs)));
+        NodeApiVersions versions = this.apiVersions.get(node.idString());
+        return versions != null && versions.apiVersion(key) != null;
+    }
+
+    private Node coordinator(String transactionalId, long deadline) {
+        Node known = this.coordinators.get(transactionalId);
+        if (known != null) {
+            return known;
+        }
+        for (int attempt = 0;; attempt++) {
+            Node broker = anyBroker(deadline);
+            FindCoordinatorRequestData data = new FindCoordinatorRequestData()
+                .setKeyType(FindCoordinatorRequest.CoordinatorType.TRANSACTION.id())
+                .setCoordinatorKeys(List.of(transactionalId));
+            FindCoordinatorResponse response = send(broker, new FindCoordinatorRequest.Builder(data), deadline, null);
+            if (response == null) {
+                backoff(attempt, deadline, "FindCoordinator(" + transactionalId + ")");
+                continue;
+            }
+            FindCoordinatorResponseData.Coordinator c = response.data().coordinators().get(0);
+            Errors error = Errors.forCode(c.errorCode());
+            if (error == Errors.NONE) {
+                Node node = new Node(c.nodeId(), c.host(), c.port());
+                this.coordinators.put(transactionalId, node);
+                return node;
+            }
+            if (isRetriable(error)) {
+                backoff(attempt, deadline, "FindCoordinator(" + transactionalId + "): " + error);
+                continue;
+            }
+            throw error.exception("FindCoordinator(" + transactionalId + ") failed: " + error);
+        }
+    }
+
+    /** A reachable bootstrap broker, rotating through the list so that one stopped broker is skipped. */
+    private Node anyBroker(long deadline) {
+        for (int attempt = 0;; attempt++) {
+            Node node;
+            synchronized (this.lock) {
+                ensureOpen();
+                node = this.bootstrapNodes.get(this.nextBootstrap % this.bootstrapNodes.size());
+                try {
+                    long wait = Math.min(this.requestTimeoutMs, Math.max(1, deadline - this.time.milliseconds()));
+                    if (NetworkClientUtils.awaitReady(this.client, node, this.time, Math.min(wait, 5_000))) {
+                        return node;
+                    }
+                }
+                catch (IOException ex) {
+                    log.debug("Bootstrap broker {} not reachable: {}", node, ex.getMessage());
+                }
+                this.nextBootstrap++;
+            }
+            backoff(attempt, deadline, "connect to a bootstrap broker");
+        }
+    }
+
+    /**
+     * Sends one request and waits for its response.
+     *
+     * @return the response, or null when the connection was lost (the caller retries)
+     */
+    @SuppressWarnings("unchecked")
+    private <T extends AbstractResponse> @Nullable T send(Node node, AbstractRequest.Builder<?> request,
+            long deadline, @Nullable String coordinatorKey) {
+        synchronized (this.lock) {
+            ensureOpen();
+            try {
+                long wait = Math.max(1, Math.min(this.requestTimeoutMs, deadline - this.time.milliseconds()));
+                if (!NetworkClientUtils.awaitReady(this.client, node, this.time, wait)) {
+                    forget(coordinatorKey);
+                    return null;
+                }
+                ClientRequest clientRequest = this.client.newClientRequest(node.idString(), request,
+                        this.time.milliseconds(), true);
+                ClientResponse response = NetworkClientUtils.sendAndReceive(this.client, clientRequest, this.time);
+                UnsupportedVersionException mismatch = response.versionMismatch();
+                if (mismatch != null) {
+                    throw mismatch;
+                }
+                if (response.wasDisconnected() || !response.hasResponse()) {
+                    forget(coordinatorKey);
+                    return null;
+                }
+                return (T) response.responseBody();
+            }
+            catch (AuthenticationException ex) {
+                throw ex;
+            }
+            catch (IOException ex) {
+                log.debug("Request {} to {} failed: {}", request.apiKey(), node, ex.getMessage());
+                forget(coordinatorKey);
+                return null;
+            }
+        }
+    }
+
+    private void forget(@Nullable String coordinatorKey) {
+        if (coordinatorKey != null) {
+            this.coordinators.remove(coordinatorKey);
+        }
+    }
+
+    private void forgetCoordinatorIfMoved(String transactionalId, Errors error) {
+        if (error == Errors.NOT_COORDINATOR || error == Errors.COORDINATOR_NOT_AVAILABLE) {
+            this.coordinators.remove(transactionalId);
+        }
+    }
+
+    private static boolean isRetriable(Errors error) {
+        return error == Errors.NOT_COORDINATOR || error == Errors.COORDINATOR_NOT_AVAILABLE
+                || error == Errors.COORDINATOR_LOAD_IN_PROGRESS || error == Errors.CONCURRENT_TRANSACTIONS
+                || error == Errors.REQUEST_TIMED_OUT || error == Errors.NETWORK_EXCEPTION;
+    }
+
+    private long deadline(Duration timeout) {
+        return this.time.milliseconds() + Math.max(1, timeout.toMillis());
+    }
+
+    private void backoff(int attempt, long deadline, String what) {
+        long remaining = deadline - this.time.milliseconds();
+        if (remaining <= 0) {
+            throw new TimeoutException(what + " did not succeed before the deadline; check that the brokers in "
+                    + "bootstrap.servers are reachable and the transaction coordinator is available");
+        }
+        long backoff = Math.min(MAX_BACKOFF_MS, MIN_BACKOFF_MS << Math.min(attempt, 10));
+        backoff = Math.min(remaining, backoff / 2 + ThreadLocalRandom.current().nextLong(backoff / 2 + 1));
+        log.debug("Retrying {} in {} ms", what, backoff);
+        try {
+            Thread.sleep(backoff);
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new org.apache.kafka.common.errors.InterruptException(ex);
+        }
+    }
+
+    private void ensureOpen() {
+        if (this.closed) {
+            throw new KafkaException("The coordinator client is closed");
+        }
+    }
+
+    @Override
+    public void close() {
+        synchronized (this.lock) {
+            if (this.closed) {
+                return;
+            }
+            this.closed = true;
+            this.client.close();
+            this.metrics.close();
+        }
+    }
+}

@@ -1,0 +1,10 @@
+/**
+ * The one place where kafka-clients internals are used: a small blocking client of the transaction coordinator
+ * (ApiVersions, FindCoordinator, DescribeTransactions, EndTxn) built on kafka-clients' {@code NetworkClient}.
+ *
+ * <p>Not a public API: types here may change in any release, and follow the Kafka internals they wrap.
+ */
+@NullMarked
+package io.github.txnsession.kafka.internals;
+
+import org.jspecify.annotations.NullMarked;
