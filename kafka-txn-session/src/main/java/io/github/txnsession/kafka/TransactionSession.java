@@ -618,6 +618,13 @@ public final class TransactionSession implements AutoCloseable {
         return p;
     }
 
+    /** Blocks while a lifecycle call (commit, abort, prepare, ...) is running on another thread. */
+    void awaitLifecycleIdle() {
+        Lock read = this.lock.readLock();
+        read.lock();
+        read.unlock();
+    }
+
     void addParticipant(SessionParticipant participant) {
         this.participants.add(participant);
     }
