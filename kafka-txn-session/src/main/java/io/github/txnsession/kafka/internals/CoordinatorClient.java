@@ -189,11 +189,12 @@ public final class CoordinatorClient implements AutoCloseable {
      */
     public short transactionVersion() {
         ApiVersions.FinalizedFeaturesInfo info = this.apiVersions.getFinalizedFeaturesInfo();
-        if (info == null) {
+        if (info.finalizedFeaturesEpoch < 0) {
+            // no ApiVersions response seen yet: connecting to a broker exchanges them
             anyBroker(deadline(Duration.ofMillis(this.requestTimeoutMs)));
             info = this.apiVersions.getFinalizedFeaturesInfo();
         }
-        if (info == null || info.finalizedFeatures == null) {
+        if (info.finalizedFeatures == null) {
             return 0;
         }
         return info.finalizedFeatures.getOrDefault("transaction.version", (short) 0);
