@@ -1,0 +1,168 @@
+package io.github.txnsession.spring;
+
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Objects;
+import java.util.function.Supplier;
+
+import io.github.txnsession.kafka.SessionProducer;
+import org.apache.kafka.clients.producer.Producer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.serialization.Serializer;
+import org.jspecify.annotations.Nullable;
+
+import org.springframework.beans.factory.DisposableBean;
+import org.springframework.kafka.core.DefaultKafkaProducerFactory;
+import org.springframework.kafka.core.ProducerFactory;
+
+/**
+ * A spring-kafka {@link ProducerFactory} backed by a {@link TransactionSessionPool}, so that an unchanged
+ * {@code KafkaTemplate} (and a listener container's offset commits) write into the session of the current
+ * transaction.
+ *
+ * <ul>
+ * <li>Inside a {@link SessionTransactionManager} transaction, spring-kafka finds the producer that the transaction
+ * manager bound for this factory. Other {@code SessionProducerFactory} instances over the same pool (say, with other
+ * serializers) join the same session: {@link #createProducer()} returns a producer bound to the thread's session,
+ * so every template writes into the one transaction.</li>
+ * <li>Outside a session transaction, {@link #createProducer()} lends a session from the pool for a local transaction
+ * ({@code KafkaTemplate.executeInTransaction}); closing the producer gives the session back.</li>
+ * <li>{@link #createNonTransactionalProducer()} serves templates with {@code allowNonTransactional}: a plain,
+ * shared, non-transactional producer with the same connection settings.</li>
+ * </ul>
+ *
+ * <p>Not supported: a per-template transactional id prefix. The pool fixes the ids; a template or call that asks for
+ * another prefix fails with a message saying so. {@code executeInTransaction} inside a session transaction joins
+ * that transaction rather than starting an independent one; use {@code REQUIRES_NEW} for an independent one.
+ *
+ * @param <K> key type
+ * @param <V> value type
+ */
+public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, DisposableBean {
+
+    private final TransactionSessionPool pool;
+    private final Supplier<Serializer<K>> keySerializer;
+    private final Supplier<Serializer<V>> valueSerializer;
+    private final Map<String, Object> configs;
+    private volatile @Nullable DefaultKafkaProducerFactory<K, V> nonTransactional;
+
+    /**
+     * @param pool the sessions to send through
+     * @param keySerializer makes a configured key serializer for each producer
+     * @param valueSerializer makes a configured value serializer for each producer
+     * @param configs producer configs for non-transactional sends ({@code bootstrap.servers} and security); a
+     *        {@code transactional.id} in them is ignored
+     */
+    public SessionProducerFactory(TransactionSessionPool pool, Supplier<Serializer<K>> keySerializer,
+            Supplier<Serializer<V>> valueSerializer, Map<String, ?> configs) {
+        this.pool = Objects.requireNonNull(pool, "pool");
+        this.keySerializer = Objects.requireNonNull(keySerializer, "keySerializer");
+        this.valueSerializer = Objects.requireNonNull(valueSerializer, "valueSerializer");
+        Map<String, Object> copy = new HashMap<>(Objects.requireNonNull(configs, "configs"));
+        copy.remove(ProducerConfig.TRANSACTIONAL_ID_CONFIG);
+        this.configs = Map.copyOf(copy);
+    }
+
+    /** @return the pool whose sessions this factory's producers write into */
+    public TransactionSessionPool getPool() {
+        return this.pool;
+    }
+
+    @Override
+    public Producer<K, V> createProducer() {
+        return createProducer(null);
+    }
+
+    /**
+     * @param txIdPrefix must be null or the pool's prefix: the pool fixes the transactional ids
+     * @return a producer bound to the thread's session transaction, or one over a session lent for a local
+     *         transaction (closing it gives the session back)
+     */
+    @Override
+    public Producer<K, V> createProducer(@Nullable String txIdPrefix) {
+        if (txIdPrefix != null && !txIdPrefix.equals(this.pool.transactionalIdPrefix())) {
+            throw new IllegalArgumentException("Transactional id prefix '" + txIdPrefix + "' was requested, but this "
+                    + "producer factory writes into the sessions of pool '" + this.pool.transactionalIdPrefix()
+                    + "', whose ids are fixed. Remove the template's transaction-id-prefix "
+                    + "(spring.kafka.template.transaction-id-prefix) and set kafka.txn-session.transactional-id-prefix.");
+        }
+        SessionResourceHolder holder = SessionResourceHolder.current(this.pool);
+        if (holder != null) {
+            return boundProducer(holder);
+        }
+        PooledSession lease = this.pool.acquire();
+        try {
+            return new LeasedSessionProducer<>(view(lease), lease);
+        }
+        catch (RuntimeException ex) {
+            lease.release();
+            throw ex;
+        }
+    }
+
+    /** @return a producer into the session of {@code holder}, whose lifecycle calls are left to the manager */
+    Producer<K, V> boundProducer(SessionResourceHolder holder) {
+        return new BoundSessionProducer<>(new SessionProducer<>(holder.session(), this.keySerializer.get(),
+                this.valueSerializer.get()), holder);
+    }
+
+    private SessionProducer<K, V> view(PooledSession lease) {
+        return new SessionProducer<>(lease.session(), this.keySerializer.get(), this.valueSerializer.get());
+    }
+
+    /** @return a shared non-transactional producer (its {@code close} keeps it open for the next caller) */
+    @Override
+    public Producer<K, V> createNonTransactionalProducer() {
+        DefaultKafkaProducerFactory<K, V> factory = this.nonTransactional;
+        if (factory == null) {
+            synchronized (this) {
+                factory = this.nonTransactional;
+                if (factory == null) {
+                    factory = new DefaultKafkaProducerFactory<>(this.configs, this.keySerializer,
+                            this.valueSerializer);
+                    this.nonTransactional = factory;
+                }
+            }
+        }
+        return factory.createProducer();
+    }
+
+    @Override
+    public boolean transactionCapable() {
+        return true;
+    }
+
+    @Override
+    public String getTransactionIdPrefix() {
+        return this.pool.transactionalIdPrefix();
+    }
+
+    @Override
+    public Map<String, Object> getConfigurationProperties() {
+        return this.configs;
+    }
+
+    @Override
+    public Supplier<Serializer<K>> getKeySerializerSupplier() {
+        return this.keySerializer;
+    }
+
+    @Override
+    public Supplier<Serializer<V>> getValueSerializerSupplier() {
+        return this.valueSerializer;
+    }
+
+    /** Closes the shared non-transactional producer, if one was made. The pool is closed by its owner. */
+    @Override
+    public void destroy() {
+        DefaultKafkaProducerFactory<K, V> factory = this.nonTransactional;
+        if (factory != null) {
+            factory.destroy();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "SessionProducerFactory[" + this.pool + "]";
+    }
+}

@@ -1,0 +1,55 @@
+package io.github.txnsession.spring;
+
+import io.github.txnsession.kafka.TransactionSession;
+import org.springframework.transaction.TransactionTimedOutException;
+import org.springframework.transaction.support.ResourceHolderSupport;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
+/**
+ * The session of the current Spring transaction, bound by {@link SessionTransactionManager} to the thread with its
+ * {@link TransactionSessionPool} as key ({@code TransactionSynchronizationManager.getResource(pool)}). It carries
+ * the transaction's deadline (when the transaction definition has a timeout) and its rollback-only flag.
+ */
+public final class SessionResourceHolder extends ResourceHolderSupport {
+
+    private final PooledSession lease;
+    private final long beganNanos;
+
+    SessionResourceHolder(PooledSession lease, long beganNanos) {
+        this.lease = lease;
+        this.beganNanos = beganNanos;
+    }
+
+    /** @return the session of this transaction */
+    public TransactionSession session() {
+        return this.lease.session();
+    }
+
+    PooledSession lease() {
+        return this.lease;
+    }
+
+    long beganNanos() {
+        return this.beganNanos;
+    }
+
+    /**
+     * Fails when the transaction's timeout has passed, marking it rollback-only (so it aborts).
+     *
+     * @throws TransactionTimedOutException naming the deadline
+     */
+    void checkDeadline() {
+        if (hasTimeout()) {
+            getTimeToLiveInMillis();
+        }
+    }
+
+    /**
+     * @param pool the pool whose session is wanted
+     * @return the holder bound to the calling thread for that pool, or null outside a session transaction
+     */
+    static @org.jspecify.annotations.Nullable SessionResourceHolder current(TransactionSessionPool pool) {
+        Object bound = TransactionSynchronizationManager.getResource(pool);
+        return bound instanceof SessionResourceHolder h ? h : null;
+    }
+}

@@ -1,0 +1,367 @@
+package io.github.txnsession.spring;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+import io.github.txnsession.kafka.InvalidSessionConfigException;
+import io.github.txnsession.kafka.SessionListener;
+import io.github.txnsession.kafka.SessionState;
+import io.github.txnsession.kafka.TransactionSession;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A bounded pool of live {@link TransactionSession}s with stable transactional ids: slot {@code i} always has the
+ * id {@code prefix + i}, so after a restart the same ids come back and {@code initialize()} fences and aborts
+ * whatever a crashed predecessor left open.
+ *
+ * <h2>Guarantees</h2>
+ * <ul>
+ * <li>At most {@link #size()} sessions exist; a session is lent to one holder at a time ({@link #acquire()} /
+ * {@link PooledSession#release()}).</li>
+ * <li>Sessions are created and initialized lazily, on the first acquire that finds no idle initialized session;
+ * the lowest free slot is used first, so a lightly loaded application uses only the first few ids.</li>
+ * <li>When every session is in use, {@link #acquire()} waits up to the acquire timeout, then throws
+ * {@link SessionPoolExhaustedException} naming the pool size and timeout; a zero timeout fails at once.</li>
+ * <li>A session released with its transaction still open is aborted; a fenced, failed or closed one is closed and
+ * its slot is initialized afresh on next use.</li>
+ * <li>{@link #close()} closes every session (open transactions are aborted); later acquires fail.</li>
+ * </ul>
+ *
+ * <h2>Not guaranteed</h2>
+ * Two pools (in one process or in two instances of an application) with the same prefix fence each other's
+ * sessions: give every instance its own prefix. The pool does not run crash recovery of prepared transactions;
+ * initializing a slot aborts whatever its id left open.
+ */
+public final class TransactionSessionPool implements AutoCloseable {
+
+    private static final Logger log = LoggerFactory.getLogger(TransactionSessionPool.class);
+
+    private final String prefix;
+    private final int size;
+    private final Duration acquireTimeout;
+    private final Map<String, Object> sessionConfigs;
+    private final List<SessionListener> listeners;
+    private final Slot[] slots;
+    private final ReentrantLock lock = new ReentrantLock();
+    private final Condition released = this.lock.newCondition();
+    private int inUse;
+    private int waiting;
+    private long exhausted;
+    private long replaced;
+    private boolean closed;
+
+    /**
+     * @param transactionalIdPrefix prefix of the transactional ids; slot {@code i} uses {@code prefix + i}
+     * @param size the number of sessions, at least 1
+     * @param acquireTimeout how long {@link #acquire()} waits for a free session; zero fails at once
+     * @param sessionConfigs configs of every session: {@code bootstrap.servers}, security and producer tuning, and
+     *        the session keys of {@code TransactionSessionConfig}; {@code transactional.id} must not be set
+     * @param listeners told about lost or fenced transactions that a session's background heartbeat finds
+     * @throws IllegalArgumentException naming the argument, if one is invalid
+     */
+    public TransactionSessionPool(String transactionalIdPrefix, int size, Duration acquireTimeout,
+            Map<String, ?> sessionConfigs, List<? extends SessionListener> listeners) {
+        Objects.requireNonNull(transactionalIdPrefix, "transactionalIdPrefix");
+        Objects.requireNonNull(acquireTimeout, "acquireTimeout");
+        Objects.requireNonNull(sessionConfigs, "sessionConfigs");
+        if (transactionalIdPrefix.isBlank()) {
+            throw new IllegalArgumentException("transactionalIdPrefix must not be empty: the transactional ids are the "
+                    + "prefix followed by the slot index, and must be unique per application instance");
+        }
+        if (size < 1) {
+            throw new IllegalArgumentException("size must be at least 1, was " + size);
+        }
+        if (acquireTimeout.isNegative()) {
+            throw new IllegalArgumentException("acquireTimeout must not be negative, was " + acquireTimeout);
+        }
+        if (sessionConfigs.containsKey(ProducerConfig.TRANSACTIONAL_ID_CONFIG)) {
+            throw new InvalidSessionConfigException(ProducerConfig.TRANSACTIONAL_ID_CONFIG,
+                    sessionConfigs.get(ProducerConfig.TRANSACTIONAL_ID_CONFIG), "A session pool sets the transactional "
+                            + "id of each session itself (prefix + index): remove transactional.id from the configs "
+                            + "and set the prefix instead");
+        }
+        this.prefix = transactionalIdPrefix;
+        this.size = size;
+        this.acquireTimeout = acquireTimeout;
+        this.sessionConfigs = Map.copyOf(new HashMap<>(sessionConfigs));
+        this.listeners = List.copyOf(Objects.requireNonNull(listeners, "listeners"));
+        this.slots = new Slot[size];
+        for (int i = 0; i < size; i++) {
+            this.slots[i] = new Slot(i, transactionalIdPrefix + i);
+        }
+    }
+
+    /** @return the transactional id prefix */
+    public String transactionalIdPrefix() {
+        return this.prefix;
+    }
+
+    /** @return the maximum number of sessions */
+    public int size() {
+        return this.size;
+    }
+
+    /** @return how long {@link #acquire()} waits for a free session */
+    public Duration acquireTimeout() {
+        return this.acquireTimeout;
+    }
+
+    /** @return the configs every session is created with (without its transactional id) */
+    public Map<String, Object> sessionConfigs() {
+        return this.sessionConfigs;
+    }
+
+    /**
+     * Lends a session, initializing it first if its slot has none yet. Waits up to the acquire timeout when all
+     * sessions are in use.
+     *
+     * @return the lease; release it in a {@code finally}
+     * @throws SessionPoolExhaustedException if no session became free in time
+     * @throws IllegalStateException if the pool is closed
+     * @throws io.github.txnsession.kafka.TransactionSessionException if a new session could not be initialized
+     */
+    public PooledSession acquire() {
+        Slot slot;
+        long remaining = this.acquireTimeout.toNanos();
+        this.lock.lock();
+        try {
+            while (true) {
+                ensureOpen();
+                slot = pickFreeSlot();
+                if (slot != null) {
+                    slot.owner = Thread.currentThread();
+                    this.inUse++;
+                    break;
+                }
+                if (remaining <= 0) {
+                    this.exhausted++;
+                    throw new SessionPoolExhaustedException("All " + this.size + " transaction sessions of pool '"
+                            + this.prefix + "' stayed in use for " + this.acquireTimeout.toMillis() + " ms (holders: "
+                            + holders() + "). Raise the pool size or the acquire timeout "
+                            + "(kafka.txn-session.pool-size, kafka.txn-session.acquire-timeout), or keep "
+                            + "transactions shorter.");
+                }
+                this.waiting++;
+                try {
+                    remaining = this.released.awaitNanos(remaining);
+                }
+                catch (InterruptedException ex) {
+                    Thread.currentThread().interrupt();
+                    throw new SessionPoolExhaustedException("Interrupted while waiting for a session of pool '"
+                            + this.prefix + "'");
+                }
+                finally {
+                    this.waiting--;
+                }
+            }
+        }
+        finally {
+            this.lock.unlock();
+        }
+        TransactionSession session = slot.session;
+        if (session == null) {
+            try {
+                session = createSession(slot.transactionalId);
+            }
+            catch (RuntimeException ex) {
+                giveBack(slot, null);
+                throw ex;
+            }
+            slot.session = session;
+        }
+        return new PooledSession(this, session, slot.index);
+    }
+
+    private TransactionSession createSession(String transactionalId) {
+        Map<String, Object> configs = new HashMap<>(this.sessionConfigs);
+        configs.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        TransactionSession session = new TransactionSession(configs);
+        try {
+            this.listeners.forEach(session::addListener);
+            session.initialize();
+        }
+        catch (RuntimeException ex) {
+            session.close(Duration.ZERO);
+            throw ex;
+        }
+        log.debug("Initialized transaction session '{}'", transactionalId);
+        return session;
+    }
+
+    void release(PooledSession lease) {
+        Slot slot = this.slots[lease.index()];
+        TransactionSession session = lease.session();
+        TransactionSession keep = session;
+        SessionState state = session.state();
+        boolean open = state == SessionState.IN_TRANSACTION || state == SessionState.PREPARED
+                || state == SessionState.ABORTABLE_ERROR;
+        if (open) {
+            try {
+                session.abortTransaction();
+                log.debug("Transaction session '{}' was released with its transaction {}: aborted it",
+                        session.transactionalId(), state);
+            }
+            catch (RuntimeException ex) {
+                log.warn("Transaction session '{}': abort on release failed ({}); closing it", session.transactionalId(),
+                        ex.toString());
+            }
+        }
+        if (session.state() != SessionState.READY) {
+            log.warn("Transaction session '{}' is {} after use; closing it, its slot starts a new session on next use"
+                    + (session.state() == SessionState.FATAL_ERROR ? " (if it was fenced, check that no other "
+                            + "application instance uses the transactional id prefix '" + this.prefix + "')" : ""),
+                    session.transactionalId(), session.state());
+            closeQuietly(session);
+            keep = null;
+        }
+        giveBack(slot, keep);
+    }
+
+    private void giveBack(Slot slot, @Nullable TransactionSession keep) {
+        boolean closeNow = false;
+        this.lock.lock();
+        try {
+            if (keep == null && slot.session != null && !this.closed) {
+                this.replaced++;
+            }
+            slot.session = keep;
+            slot.owner = null;
+            this.inUse--;
+            closeNow = this.closed && keep != null;
+            if (closeNow) {
+                slot.session = null;
+            }
+            this.released.signal();
+        }
+        finally {
+            this.lock.unlock();
+        }
+        if (closeNow) {
+            closeQuietly(keep);
+        }
+    }
+
+    /** Idle initialized slot first (lowest index), else the lowest idle uninitialized slot. Lock held. */
+    private @Nullable Slot pickFreeSlot() {
+        Slot uninitialized = null;
+        for (Slot s : this.slots) {
+            if (s.owner == null) {
+                if (s.session != null) {
+                    return s;
+                }
+                if (uninitialized == null) {
+                    uninitialized = s;
+                }
+            }
+        }
+        return uninitialized;
+    }
+
+    private String holders() {
+        List<String> names = new ArrayList<>();
+        for (Slot s : this.slots) {
+            Thread owner = s.owner;
+            if (owner != null) {
+                names.add(s.transactionalId + "@" + owner.getName());
+            }
+        }
+        return String.join(", ", names);
+    }
+
+    /** @return the pool's current figures */
+    public SessionPoolSnapshot snapshot() {
+        this.lock.lock();
+        try {
+            int initialized = 0;
+            for (Slot s : this.slots) {
+                if (s.session != null) {
+                    initialized++;
+                }
+            }
+            return new SessionPoolSnapshot(this.size, initialized, this.inUse, this.waiting, this.exhausted,
+                    this.replaced, this.closed);
+        }
+        finally {
+            this.lock.unlock();
+        }
+    }
+
+    /**
+     * Closes every idle session now, and every lent session when it comes back (a session in use is closed right
+     * away too, which aborts its open transaction). Later {@link #acquire()} calls fail. Idempotent.
+     */
+    @Override
+    public void close() {
+        List<TransactionSession> toClose = new ArrayList<>();
+        this.lock.lock();
+        try {
+            if (this.closed) {
+                return;
+            }
+            this.closed = true;
+            for (Slot s : this.slots) {
+                if (s.session != null) {
+                    toClose.add(s.session);
+                    if (s.owner == null) {
+                        s.session = null;
+                    }
+                }
+            }
+            this.released.signalAll();
+        }
+        finally {
+            this.lock.unlock();
+        }
+        toClose.forEach(TransactionSessionPool::closeQuietly);
+        log.info("Closed transaction session pool '{}' ({} session(s))", this.prefix, toClose.size());
+    }
+
+    private void ensureOpen() {
+        if (this.closed) {
+            throw new IllegalStateException("Transaction session pool '" + this.prefix + "' is closed (the application "
+                    + "is shutting down); no new transaction can start");
+        }
+    }
+
+    private static void closeQuietly(@Nullable TransactionSession session) {
+        if (session == null) {
+            return;
+        }
+        try {
+            session.close();
+        }
+        catch (RuntimeException ex) {
+            log.warn("Closing transaction session '{}' failed: {}", session.transactionalId(), ex.toString());
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "TransactionSessionPool[" + this.prefix + "0.." + this.prefix + (this.size - 1) + "]";
+    }
+
+    private static final class Slot {
+
+        final int index;
+        final String transactionalId;
+        /** written under the pool lock, or by the owner while the slot is lent */
+        volatile @Nullable TransactionSession session;
+        /** guarded by the pool lock */
+        @Nullable Thread owner;
+
+        Slot(int index, String transactionalId) {
+            this.index = index;
+            this.transactionalId = transactionalId;
+        }
+    }
+}
