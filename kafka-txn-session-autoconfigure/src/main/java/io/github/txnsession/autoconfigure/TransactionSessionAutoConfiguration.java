@@ -1,18 +1,199 @@
 package io.github.txnsession.autoconfigure;
 
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.function.Supplier;
+
+import io.github.txnsession.kafka.SessionListener;
 import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.kafka.TransactionSessionConfig;
+import io.github.txnsession.spring.CurrentTransactionSession;
+import io.github.txnsession.spring.SessionProducerFactory;
+import io.github.txnsession.spring.SessionTransactionCounters;
+import io.github.txnsession.spring.SessionTransactionManager;
+import io.github.txnsession.spring.SessionTransactionObserver;
+import io.github.txnsession.spring.TransactionSessionPool;
+import org.apache.kafka.clients.CommonClientConfigs;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.config.SslConfigs;
+import org.apache.kafka.common.serialization.Serializer;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import org.springframework.beans.BeanUtils;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.kafka.autoconfigure.KafkaAutoConfiguration;
+import org.springframework.boot.kafka.autoconfigure.KafkaConnectionDetails;
+import org.springframework.boot.kafka.autoconfigure.KafkaProperties;
+import org.springframework.boot.kafka.autoconfigure.SslBundleSslEngineFactory;
+import org.springframework.boot.ssl.SslBundle;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.core.env.Environment;
+import org.springframework.kafka.core.KafkaTemplate;
+import org.springframework.kafka.core.ProducerFactory;
+import org.springframework.kafka.transaction.KafkaAwareTransactionManager;
+import org.springframework.util.StringUtils;
 
 /**
- * Auto-configuration of transaction sessions for Spring Boot applications. Active when the core library is on the
- * classpath.
- *
- * <p>This release registers no beans yet: the session pool and the transaction manager arrive with the Spring
- * integration. The class exists so that the starter's wiring (registration in
- * {@code META-INF/spring/org.springframework.boot.autoconfigure.AutoConfiguration.imports}) is in place and tested.
+ * Auto-configuration of transaction sessions for Spring Boot applications that use Kafka. Registers, each only when
+ * the application defines no bean of its own of that kind:
+ * <ul>
+ * <li>{@link TransactionSessionPool} {@code transactionSessionPool}: the bounded pool, ids
+ * {@code kafka.txn-session.transactional-id-prefix + i}, connection settings from {@code spring.kafka.*};</li>
+ * <li>{@link SessionProducerFactory} {@code kafkaProducerFactory}: replaces Boot's producer factory, so Boot's
+ * {@code KafkaTemplate} sends into the current session (serializers from {@code spring.kafka.producer.*});</li>
+ * <li>{@link SessionTransactionManager} {@code sessionTransactionManager}: drives {@code @Transactional} and, being
+ * the application's only {@code KafkaAwareTransactionManager}, Boot's {@code @KafkaListener} containers;</li>
+ * <li>{@link CurrentTransactionSession}: the session of the current transaction;</li>
+ * <li>{@link SessionTransactionCounters}, and with Actuator's health module / Micrometer on the classpath a health
+ * indicator ({@code transactionSession}) and meters ({@code kafka.txn.session.*}).</li>
+ * </ul>
+ * Turned off with {@code kafka.txn-session.enabled=false}.
  */
-@AutoConfiguration
-@ConditionalOnClass(TransactionSession.class)
+@AutoConfiguration(before = KafkaAutoConfiguration.class,
+        beforeName = "org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration")
+@ConditionalOnClass({ TransactionSession.class, SessionTransactionManager.class, KafkaTemplate.class,
+        KafkaProperties.class })
+@ConditionalOnBooleanProperty(name = "kafka.txn-session.enabled", matchIfMissing = true)
+@EnableConfigurationProperties({ TransactionSessionProperties.class, KafkaProperties.class })
+@Import({ TransactionSessionHealthConfiguration.class, TransactionSessionMetricsConfiguration.class })
 public class TransactionSessionAutoConfiguration {
+
+    private static final Logger log = LoggerFactory.getLogger(TransactionSessionAutoConfiguration.class);
+
+    /** @return running totals of how transactions ended, for health */
+    @Bean
+    @ConditionalOnMissingBean
+    public SessionTransactionCounters sessionTransactionCounters() {
+        return new SessionTransactionCounters();
+    }
+
+    /** @return the pool of sessions; closed with the context */
+    @Bean(destroyMethod = "close")
+    @ConditionalOnMissingBean
+    public TransactionSessionPool transactionSessionPool(TransactionSessionProperties properties,
+            KafkaProperties kafkaProperties, ObjectProvider<KafkaConnectionDetails> connectionDetails,
+            ObjectProvider<SessionListener> listeners, Environment environment) {
+        String prefix = resolvePrefix(properties, kafkaProperties, environment);
+        Map<String, Object> configs = producerConfigs(kafkaProperties, connectionDetails.getIfAvailable());
+        map(configs, ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, properties.getTransactionTimeout());
+        configs.put(TransactionSessionConfig.HEARTBEAT_INTERVAL_MS, properties.getHeartbeatInterval().toMillis());
+        configs.put(TransactionSessionConfig.CLOSE_TIMEOUT_MS, properties.getCloseTimeout().toMillis());
+        map(configs, TransactionSessionConfig.COORDINATOR_TIMEOUT_MS, properties.getCoordinatorTimeout());
+        configs.putAll(properties.getProperties());
+        configs.remove(ProducerConfig.TRANSACTIONAL_ID_CONFIG);
+        configs.remove(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG);
+        configs.remove(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG);
+        // fail at startup, naming the key, rather than at the first transaction
+        Map<String, Object> probe = new HashMap<>(configs);
+        probe.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, prefix + "0");
+        TransactionSessionConfig.of(probe);
+        log.info("Transaction session pool: transactional ids {}0..{}{}, bootstrap servers {}", prefix, prefix,
+                properties.getPoolSize() - 1, configs.get(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG));
+        return new TransactionSessionPool(prefix, properties.getPoolSize(), properties.getAcquireTimeout(), configs,
+                listeners.orderedStream().toList());
+    }
+
+    /** @return the session-backed producer factory that Boot's {@code KafkaTemplate} uses */
+    @Bean
+    @ConditionalOnMissingBean(ProducerFactory.class)
+    public SessionProducerFactory<Object, Object> kafkaProducerFactory(TransactionSessionPool pool,
+            KafkaProperties kafkaProperties, ObjectProvider<KafkaConnectionDetails> connectionDetails) {
+        return producerFactory(pool, kafkaProperties, connectionDetails.getIfAvailable());
+    }
+
+    /** @return the transaction manager over the pool */
+    @Bean
+    @ConditionalOnMissingBean(KafkaAwareTransactionManager.class)
+    public SessionTransactionManager sessionTransactionManager(TransactionSessionPool pool,
+            ObjectProvider<SessionProducerFactory<Object, Object>> producerFactories, KafkaProperties kafkaProperties,
+            ObjectProvider<KafkaConnectionDetails> connectionDetails, TransactionSessionProperties properties,
+            ObjectProvider<SessionTransactionObserver> observers) {
+        SessionProducerFactory<Object, Object> factory = producerFactories.orderedStream()
+            .filter(f -> f.getPool() == pool)
+            .findFirst()
+            .orElseGet(() -> producerFactory(pool, kafkaProperties, connectionDetails.getIfAvailable()));
+        SessionTransactionManager manager = new SessionTransactionManager(pool, factory);
+        if (properties.getDefaultTimeout() != null) {
+            manager.setDefaultTimeout((int) Math.max(1, properties.getDefaultTimeout().toSeconds()));
+        }
+        manager.setObservers(observers.orderedStream().toList());
+        return manager;
+    }
+
+    /** @return the session of the current transaction */
+    @Bean
+    @ConditionalOnMissingBean
+    public CurrentTransactionSession currentTransactionSession(TransactionSessionPool pool) {
+        return new CurrentTransactionSession(pool);
+    }
+
+    static SessionProducerFactory<Object, Object> producerFactory(TransactionSessionPool pool,
+            KafkaProperties kafkaProperties, @Nullable KafkaConnectionDetails connectionDetails) {
+        Map<String, Object> configs = producerConfigs(kafkaProperties, connectionDetails);
+        Class<?> keyType = kafkaProperties.getProducer().getKeySerializer();
+        Class<?> valueType = kafkaProperties.getProducer().getValueSerializer();
+        return new SessionProducerFactory<>(pool, serializer(keyType, configs, true),
+                serializer(valueType, configs, false), configs);
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Supplier<Serializer<Object>> serializer(Class<?> type, Map<String, Object> configs, boolean isKey) {
+        if (!Serializer.class.isAssignableFrom(type)) {
+            throw new IllegalArgumentException("spring.kafka.producer." + (isKey ? "key" : "value") + "-serializer "
+                    + type.getName() + " is not an org.apache.kafka.common.serialization.Serializer");
+        }
+        return () -> {
+            Serializer<Object> s = (Serializer<Object>) BeanUtils.instantiateClass(type);
+            s.configure(configs, isKey);
+            return s;
+        };
+    }
+
+    /** Producer settings of spring.kafka.* with the connection details applied, as Boot's own factory does. */
+    static Map<String, Object> producerConfigs(KafkaProperties kafkaProperties,
+            @Nullable KafkaConnectionDetails connectionDetails) {
+        Map<String, Object> configs = new HashMap<>(kafkaProperties.buildProducerProperties());
+        if (connectionDetails != null) {
+            KafkaConnectionDetails.Configuration producer = connectionDetails.getProducer();
+            configs.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, producer.getBootstrapServers());
+            if (StringUtils.hasLength(producer.getSecurityProtocol())) {
+                configs.put(CommonClientConfigs.SECURITY_PROTOCOL_CONFIG, producer.getSecurityProtocol());
+            }
+            SslBundle sslBundle = producer.getSslBundle();
+            if (sslBundle != null) {
+                configs.put(SslConfigs.SSL_ENGINE_FACTORY_CLASS_CONFIG, SslBundleSslEngineFactory.class);
+                configs.put(SslBundle.class.getName(), sslBundle);
+            }
+        }
+        return configs;
+    }
+
+    private static String resolvePrefix(TransactionSessionProperties properties, KafkaProperties kafkaProperties,
+            Environment environment) {
+        String prefix = properties.getTransactionalIdPrefix();
+        if (prefix != null) {
+            return prefix;
+        }
+        String springKafka = kafkaProperties.getProducer().getTransactionIdPrefix();
+        if (StringUtils.hasText(springKafka)) {
+            return springKafka;
+        }
+        String application = environment.getProperty("spring.application.name");
+        return StringUtils.hasText(application) ? application + "-txn-" : "txn-session-";
+    }
+
+    private static void map(Map<String, Object> configs, String key, @Nullable Duration value) {
+        if (value != null) {
+            configs.put(key, value.toMillis());
+        }
+    }
 }
