@@ -1,0 +1,85 @@
+package io.github.txnsession.boot;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Predicate;
+
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+
+/** Reads topics from the beginning as a read_committed (or read_uncommitted) consumer, for assertions. */
+final class CommittedReader {
+
+    private CommittedReader() {
+    }
+
+    /**
+     * Reads {@code topic} from the start until {@code done} holds for everything read so far (or 30 s pass).
+     *
+     * @return every record read
+     */
+    static List<ConsumerRecord<String, String>> readUntil(String bootstrap, String topic, boolean committedOnly,
+            Predicate<List<ConsumerRecord<String, String>>> done) {
+        List<ConsumerRecord<String, String>> all = new ArrayList<>();
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(Map.of(
+                ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
+                ConsumerConfig.ISOLATION_LEVEL_CONFIG, committedOnly ? "read_committed" : "read_uncommitted",
+                ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false), new StringDeserializer(), new StringDeserializer())) {
+            List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
+                .map(p -> new TopicPartition(topic, p.partition()))
+                .toList();
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (!done.test(all)) {
+                if (System.nanoTime() > deadline) {
+                    throw new AssertionError("Gave up reading " + topic + " after 30 s; read " + all.size()
+                            + " record(s): " + all);
+                }
+                consumer.poll(Duration.ofMillis(100)).forEach(all::add);
+            }
+        }
+        return all;
+    }
+
+    /**
+     * Reads {@code topic} from the start to its end as this isolation level sees it now (the last stable offset for
+     * read_committed, the high watermark otherwise).
+     */
+    static List<ConsumerRecord<String, String>> readToEnd(String bootstrap, String topic, boolean committedOnly) {
+        List<ConsumerRecord<String, String>> all = new ArrayList<>();
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(Map.of(
+                ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
+                ConsumerConfig.ISOLATION_LEVEL_CONFIG, committedOnly ? "read_committed" : "read_uncommitted",
+                ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false), new StringDeserializer(), new StringDeserializer())) {
+            List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
+                .map(p -> new TopicPartition(topic, p.partition()))
+                .toList();
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+            Map<TopicPartition, Long> end = consumer.endOffsets(partitions);
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (partitions.stream().anyMatch(tp -> consumer.position(tp) < end.get(tp))) {
+                if (System.nanoTime() > deadline) {
+                    throw new AssertionError("Gave up reading " + topic + " to " + end + " after 30 s");
+                }
+                consumer.poll(Duration.ofMillis(100)).forEach(all::add);
+            }
+        }
+        return all;
+    }
+
+    /** Reads committed records until one with key {@code markerKey} has been read. */
+    static List<ConsumerRecord<String, String>> readThroughMarker(String bootstrap, String topic, String markerKey) {
+        return readUntil(bootstrap, topic, true, records -> records.stream().anyMatch(r -> markerKey.equals(r.key())));
+    }
+
+    static List<String> valuesOfKey(List<ConsumerRecord<String, String>> records, String key) {
+        return records.stream().filter(r -> key.equals(r.key())).map(ConsumerRecord::value).toList();
+    }
+}
