@@ -9,12 +9,19 @@ import java.util.Map;
 import java.util.stream.Collectors;
 
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
 
 /** Test helpers: session configs and read_committed reads of whole topics. */
 final class TestClients {
@@ -23,8 +30,7 @@ final class TestClients {
     }
 
     static Map<String, Object> sessionConfigs(EmbeddedKafkaCluster kafka, String transactionalId) {
-        Map<String, Object> configs = new HashMap<>();
-        configs.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers());
+        Map<String, Object> configs = kafka.clientConfigs();
         configs.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
         configs.put(ProducerConfig.LINGER_MS_CONFIG, 5);
         return configs;
@@ -32,8 +38,7 @@ final class TestClients {
 
     /** Reads every committed record of the topics from the beginning up to the last stable offset. */
     static List<ConsumerRecord<String, String>> readCommitted(EmbeddedKafkaCluster kafka, String... topics) {
-        Map<String, Object> configs = new HashMap<>();
-        configs.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers());
+        Map<String, Object> configs = kafka.clientConfigs();
         configs.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
         configs.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
         List<ConsumerRecord<String, String>> out = new ArrayList<>();
@@ -55,6 +60,69 @@ final class TestClients {
             }
         }
         return out;
+    }
+
+    /** Consumer configs for exactly-once reading: group, read_committed, no auto commit, from the beginning. */
+    static Map<String, Object> consumerConfigs(EmbeddedKafkaCluster kafka, String group) {
+        Map<String, Object> configs = kafka.clientConfigs();
+        configs.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        configs.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        configs.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        configs.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        configs.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
+        configs.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
+        return configs;
+    }
+
+    /** Share consumer configs (String keys and values); the acknowledgement mode is left to the caller. */
+    static Map<String, Object> shareConsumerConfigs(EmbeddedKafkaCluster kafka, String group) {
+        Map<String, Object> configs = kafka.clientConfigs();
+        configs.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        configs.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
+        configs.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
+        return configs;
+    }
+
+    /** Sets share-group configs with Admin (e.g. share.auto.offset.reset=earliest, which DESIGN §5 needs). */
+    static void setGroupConfigs(EmbeddedKafkaCluster kafka, String group, Map<String, String> groupConfigs) {
+        List<AlterConfigOp> ops = new ArrayList<>();
+        groupConfigs.forEach((k, v) -> ops.add(new AlterConfigOp(new ConfigEntry(k, v), AlterConfigOp.OpType.SET)));
+        try {
+            kafka.admin().incrementalAlterConfigs(Map.of(new ConfigResource(ConfigResource.Type.GROUP, group), ops))
+                .all().get(30, java.util.concurrent.TimeUnit.SECONDS);
+        }
+        catch (Exception ex) {
+            throw new IllegalStateException("Could not set group configs " + groupConfigs + " of " + group, ex);
+        }
+    }
+
+    /** Sends the records with a plain idempotent producer and waits until all are acknowledged. */
+    static void produce(EmbeddedKafkaCluster kafka, List<ProducerRecord<String, String>> records) {
+        Map<String, Object> configs = kafka.clientConfigs();
+        configs.put(ProducerConfig.LINGER_MS_CONFIG, 5);
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(configs, new StringSerializer(),
+                new StringSerializer())) {
+            records.forEach(producer::send);
+            producer.flush();
+        }
+    }
+
+    /** @return the group's committed offsets, as Admin reports them */
+    static Map<TopicPartition, Long> committedOffsets(EmbeddedKafkaCluster kafka, String group) {
+        try {
+            Map<TopicPartition, OffsetAndMetadata> offsets = kafka.admin().listConsumerGroupOffsets(group)
+                .partitionsToOffsetAndMetadata().get(30, java.util.concurrent.TimeUnit.SECONDS);
+            Map<TopicPartition, Long> out = new HashMap<>();
+            offsets.forEach((tp, om) -> {
+                if (om != null) {
+                    out.put(tp, om.offset());
+                }
+            });
+            return out;
+        }
+        catch (Exception ex) {
+            throw new IllegalStateException("Could not read the offsets of group " + group, ex);
+        }
     }
 
     static List<String> values(Collection<ConsumerRecord<String, String>> records) {

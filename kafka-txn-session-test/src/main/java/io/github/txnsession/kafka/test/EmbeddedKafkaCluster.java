@@ -18,6 +18,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.security.auth.SecurityProtocol;
 import org.apache.kafka.common.test.KafkaClusterTestKit;
 import org.apache.kafka.common.test.TestKitNodes;
 import org.apache.kafka.metadata.bootstrap.BootstrapMetadata;
@@ -52,14 +53,21 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(EmbeddedKafkaCluster.class);
     private static final java.util.concurrent.atomic.AtomicLong NAMES = new java.util.concurrent.atomic.AtomicLong();
 
+    /** SASL/PLAIN user that the embedded cluster accepts as super user (see {@link Builder#saslPlain()}). */
+    public static final String SASL_USER = "plain-admin";
+    /** Password of {@link #SASL_USER}. */
+    public static final String SASL_PASSWORD = "plain-admin-secret";
+
     private final KafkaClusterTestKit cluster;
     private final int brokerCount;
+    private final boolean sasl;
     private final Set<Integer> stoppedBrokers = new TreeSet<>();
     private volatile @Nullable Admin admin;
 
-    private EmbeddedKafkaCluster(KafkaClusterTestKit cluster, int brokerCount) {
+    private EmbeddedKafkaCluster(KafkaClusterTestKit cluster, int brokerCount, boolean sasl) {
         this.cluster = cluster;
         this.brokerCount = brokerCount;
+        this.sasl = sasl;
     }
 
     /** @return a builder for a cluster with one broker and production-like defaults */
@@ -79,7 +87,7 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
             synchronized (this) {
                 a = this.admin;
                 if (a == null) {
-                    a = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers()));
+                    a = Admin.create(clientConfigs());
                     this.admin = a;
                 }
             }
@@ -181,11 +189,24 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
         return prefix + "-" + NAMES.incrementAndGet();
     }
 
-    /** @return client properties with {@code bootstrap.servers} set, ready for extra keys */
+    /**
+     * @return a new mutable map of client configs: {@code bootstrap.servers}, plus the SASL settings of a super user
+     *         when the cluster was built with {@link Builder#saslPlain()}
+     */
     public Map<String, Object> clientConfigs() {
         Map<String, Object> configs = new HashMap<>();
         configs.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrapServers());
+        if (this.sasl) {
+            configs.putAll(saslClientConfigs(SASL_USER, SASL_PASSWORD));
+        }
         return configs;
+    }
+
+    /** @return SASL_PLAINTEXT/PLAIN client settings for the given user */
+    public static Map<String, Object> saslClientConfigs(String user, String password) {
+        return Map.of("security.protocol", "SASL_PLAINTEXT", "sasl.mechanism", "PLAIN", "sasl.jaas.config",
+                "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"" + user
+                        + "\" password=\"" + password + "\";");
     }
 
     @Override
@@ -209,6 +230,7 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
     public static final class Builder {
 
         private int brokers = 1;
+        private boolean sasl;
         private final Map<String, String> brokerProperties = new LinkedHashMap<>();
         private final Map<String, Short> featureOverrides = new LinkedHashMap<>();
 
@@ -227,6 +249,15 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
         /** A broker property for every node, overriding the defaults of this class. */
         public Builder brokerProperty(String key, Object value) {
             this.brokerProperties.put(Objects.requireNonNull(key, "key"), String.valueOf(value));
+            return this;
+        }
+
+        /**
+         * Brokers listen with SASL_PLAINTEXT (mechanism PLAIN) and authorize with ACLs; {@link #SASL_USER} is a
+         * super user, and {@link EmbeddedKafkaCluster#clientConfigs()} carries its credentials.
+         */
+        public Builder saslPlain() {
+            this.sasl = true;
             return this;
         }
 
@@ -259,7 +290,11 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
             features.putAll(this.featureOverrides);
             BootstrapMetadata bootstrap = BootstrapMetadata.fromVersions(mv, features, "embedded cluster bootstrap");
             boolean combined = this.brokers == 1;
-            TestKitNodes nodes = new TestKitNodes.Builder()
+            TestKitNodes.Builder nodesBuilder = new TestKitNodes.Builder();
+            if (this.sasl) {
+                nodesBuilder.setBrokerSecurityProtocol(SecurityProtocol.SASL_PLAINTEXT);
+            }
+            TestKitNodes nodes = nodesBuilder
                 .setBootstrapMetadata(bootstrap)
                 .setCombined(combined)
                 .setNumBrokerNodes(this.brokers)
@@ -267,6 +302,10 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
                 .build();
             KafkaClusterTestKit.Builder builder = new KafkaClusterTestKit.Builder(nodes);
             defaults(this.brokers).forEach(builder::setConfigProp);
+            if (this.sasl) {
+                // the controller listener stays PLAINTEXT (principal ANONYMOUS) and must pass the ACL authorizer
+                builder.setConfigProp("super.users", "User:" + SASL_USER + ";User:ANONYMOUS");
+            }
             this.brokerProperties.forEach(builder::setConfigProp);
             KafkaClusterTestKit cluster = null;
             try {
@@ -291,7 +330,7 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
             }
             log.info("Embedded Kafka cluster ({} broker(s), features {}) ready at {} in {} ms", this.brokers,
                     features, cluster.bootstrapServers(), (System.nanoTime() - started) / 1_000_000);
-            return new EmbeddedKafkaCluster(cluster, this.brokers);
+            return new EmbeddedKafkaCluster(cluster, this.brokers, this.sasl);
         }
 
         private static Map<String, String> defaults(int brokers) {
