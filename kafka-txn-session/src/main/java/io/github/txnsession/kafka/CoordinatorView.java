@@ -58,6 +58,11 @@ final class CoordinatorView implements AutoCloseable {
         return this.client.advertisesApi("TXN_HEARTBEAT");
     }
 
+    /** Whether the broker advertises the named API; false without a network call if this client lacks the key. */
+    boolean advertisesApi(String apiKeyName) {
+        return this.client.advertisesApi(apiKeyName);
+    }
+
     /** Classifies the coordinator's description against the expected transaction. */
     Standing standing(TxnIdentity expected, Optional<TransactionDescription> description) {
         if (description.isEmpty()) {

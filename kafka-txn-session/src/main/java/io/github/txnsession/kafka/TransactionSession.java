@@ -633,6 +633,132 @@ public final class TransactionSession implements AutoCloseable {
         this.participants.remove(participant);
     }
 
+    // ---- bound consumers and share consumers
+
+    /**
+     * Adds share-group acknowledgements to the open transaction, the share-group counterpart of
+     * {@link #sendOffsetsToTransaction}: ACCEPT, RELEASE or REJECT take effect only if the transaction commits; after
+     * an abort the records are released for redelivery instead.
+     *
+     * <p>Each acknowledgement must be for a record that a {@link TransactionalShareConsumer} of {@code groupId} bound to
+     * this session delivered and has not acknowledged yet; that consumer keeps it and applies it.
+     * {@link TransactionalShareConsumer#acknowledge} calls this for you.
+     *
+     * <p>Not atomic on today's brokers. No broker release has transactional share acknowledgements (KIP-1289 is a
+     * proposal; kafka-clients 4.2.2 has no such API key, and a session checks with
+     * {@link #transactionalShareAcksAvailable()}), so the acknowledgements are sent right after the Kafka commit
+     * succeeds. A crash between the commit and that send leaves the records acquired until their acquisition lock
+     * expires, and then they are delivered again although their output is committed: at most one duplicate per
+     * record of the crashed transaction.
+     *
+     * @param groupId the share group of the records
+     * @param acks what to acknowledge
+     * @throws IllegalStateException if no transaction is open, or no bound share consumer of {@code groupId} holds a
+     *         record (it was not delivered by a consumer bound to this session, or was already acknowledged)
+     */
+    public void addShareAcksToTransaction(String groupId, java.util.Collection<ShareAcknowledgement> acks) {
+        Objects.requireNonNull(groupId, "groupId");
+        Objects.requireNonNull(acks, "acks");
+        boolean added = whileInTransaction(() -> {
+            List<ShareAckHolder> holders = new java.util.ArrayList<>(acks.size());
+            for (ShareAcknowledgement ack : acks) {
+                Objects.requireNonNull(ack, "ack");
+                holders.add(holderOf(groupId, ack));
+            }
+            java.util.Iterator<ShareAckHolder> holder = holders.iterator();
+            for (ShareAcknowledgement ack : acks) {
+                holder.next().hold(ack);
+            }
+        });
+        if (!added) {
+            throw new IllegalStateException("Transaction session '" + this.transactionalId + "' is in state "
+                    + this.state + ": addShareAcksToTransaction() needs an open transaction (state IN_TRANSACTION). "
+                    + "Call beginTransaction() first, or acknowledge outside a transaction on the share consumer.");
+        }
+    }
+
+    /**
+     * @return whether the cluster offers transactional share acknowledgements (KIP-1289), so that acknowledgements
+     *         could be written into the transaction itself. Always false with kafka-clients 4.2.2: its {@code ApiKeys}
+     *         has no {@code TXN_SHARE_ACKNOWLEDGE}, so the client could not send it and the broker is not asked.
+     */
+    public boolean transactionalShareAcksAvailable() {
+        Boolean known = this.txnShareAcks;
+        if (known == null) {
+            known = isResumed() ? Boolean.FALSE : coordinator().advertisesApi(TXN_SHARE_ACKNOWLEDGE);
+            this.txnShareAcks = known;
+            if (!known) {
+                log.debug("Transaction session '{}': no {} API (KIP-1289) in this client or broker; share "
+                        + "acknowledgements are sent right after each commit", this.transactionalId,
+                        TXN_SHARE_ACKNOWLEDGE);
+            }
+        }
+        return known;
+    }
+
+    private static final String TXN_SHARE_ACKNOWLEDGE = "TXN_SHARE_ACKNOWLEDGE";
+    private volatile @Nullable Boolean txnShareAcks;
+    private final List<ShareAckHolder> shareAckHolders = new CopyOnWriteArrayList<>();
+
+    private ShareAckHolder holderOf(String groupId, ShareAcknowledgement ack) {
+        for (ShareAckHolder h : this.shareAckHolders) {
+            if (h.groupId().equals(groupId) && h.holds(ack)) {
+                return h;
+            }
+        }
+        throw new IllegalStateException("Transaction session '" + this.transactionalId + "': record "
+                + ack.recordId() + " of share group '" + groupId + "' is not held by any TransactionalShareConsumer "
+                + "bound to this session: it was not delivered by such a consumer, or it was acknowledged already. "
+                + "Acknowledge only records returned by the poll() of a share consumer bound to this session.");
+    }
+
+    void addShareAckHolder(ShareAckHolder holder) {
+        this.shareAckHolders.add(holder);
+    }
+
+    void removeShareAckHolder(ShareAckHolder holder) {
+        this.shareAckHolders.remove(holder);
+    }
+
+    /**
+     * Runs {@code action} under the shared lock if a transaction is open (IN_TRANSACTION), so that no commit or abort
+     * can start while it runs; blocks while a lifecycle call runs.
+     *
+     * @return whether the action ran
+     */
+    boolean whileInTransaction(Runnable action) {
+        Lock read = this.lock.readLock();
+        read.lock();
+        try {
+            if (this.state != SessionState.IN_TRANSACTION) {
+                return false;
+            }
+            action.run();
+            return true;
+        }
+        finally {
+            read.unlock();
+        }
+    }
+
+    /**
+     * For a participant's {@code beforeCommit}: the open transaction can only be aborted. Moves the session to
+     * ABORTABLE_ERROR and returns the exception for the participant to throw.
+     */
+    SessionAbortableException abortOnly(String reason) {
+        Lock write = this.lock.writeLock();
+        write.lock();
+        try {
+            if (this.state == SessionState.IN_TRANSACTION || this.state == SessionState.PREPARED) {
+                move(SessionState.ABORTABLE_ERROR);
+            }
+            return new SessionAbortableException(this.transactionalId, reason, null);
+        }
+        finally {
+            write.unlock();
+        }
+    }
+
     /** Runs a participation call under the shared lock, in a state that allows it. */
     private <T> T participate(SessionOperation operation, Supplier<T> action) {
         Lock read = this.lock.readLock();
