@@ -5,6 +5,7 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.function.Supplier;
 
+import io.github.txnsession.kafka.InvalidSessionConfigException;
 import io.github.txnsession.kafka.SessionListener;
 import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.TransactionSessionConfig;
@@ -95,7 +96,14 @@ public class TransactionSessionAutoConfiguration {
         // fail at startup, naming the key, rather than at the first transaction
         Map<String, Object> probe = new HashMap<>(configs);
         probe.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, prefix + "0");
-        TransactionSessionConfig.of(probe);
+        try {
+            TransactionSessionConfig.of(probe);
+        }
+        catch (InvalidSessionConfigException ex) {
+            throw new IllegalStateException("Invalid Kafka setting for the transaction sessions (taken from "
+                    + "spring.kafka.* and " + TransactionSessionProperties.PREFIX + ".properties): " + ex.getMessage(),
+                    ex);
+        }
         log.info("Transaction session pool: transactional ids {}0..{}{}, bootstrap servers {}", prefix, prefix,
                 properties.getPoolSize() - 1, configs.get(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG));
         return new TransactionSessionPool(prefix, properties.getPoolSize(), properties.getAcquireTimeout(), configs,

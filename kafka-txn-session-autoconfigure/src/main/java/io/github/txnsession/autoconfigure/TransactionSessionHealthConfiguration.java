@@ -6,23 +6,29 @@ import io.github.txnsession.spring.TransactionSessionPool;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator;
-import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 
 /**
  * Registers {@link TransactionSessionHealthIndicator} as health component {@code kafkaTxnSession} when Spring Boot's
- * health module is on the classpath; {@code management.health.kafkatxnsession.enabled=false} turns it off.
+ * health module is on the classpath; {@code management.health.kafkatxnsession.enabled=false} turns it off. The
+ * condition on the health module's own annotation sits on a nested class, so that it is read only when the module is
+ * present.
  */
 @Configuration(proxyBeanMethods = false)
-@ConditionalOnClass({ HealthIndicator.class, ConditionalOnEnabledHealthIndicator.class })
-@ConditionalOnEnabledHealthIndicator("kafkatxnsession")
+@ConditionalOnClass(name = { "org.springframework.boot.health.contributor.HealthIndicator",
+        "org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator" })
 class TransactionSessionHealthConfiguration {
 
-    @Bean
-    @ConditionalOnMissingBean(name = "kafkaTxnSessionHealthIndicator")
-    TransactionSessionHealthIndicator kafkaTxnSessionHealthIndicator(TransactionSessionPool pool,
-            SessionTransactionCounters counters) {
-        return new TransactionSessionHealthIndicator(pool, counters);
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnEnabledHealthIndicator("kafkatxnsession")
+    static class HealthIndicatorConfiguration {
+
+        @Bean
+        @ConditionalOnMissingBean(name = "kafkaTxnSessionHealthIndicator")
+        TransactionSessionHealthIndicator kafkaTxnSessionHealthIndicator(TransactionSessionPool pool,
+                SessionTransactionCounters counters) {
+            return new TransactionSessionHealthIndicator(pool, counters);
+        }
     }
 }

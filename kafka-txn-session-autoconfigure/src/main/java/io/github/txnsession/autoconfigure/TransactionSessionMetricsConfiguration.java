@@ -14,7 +14,7 @@ import org.springframework.context.annotation.Configuration;
  * so Boot's metrics support binds it to the application's registry.
  */
 @Configuration(proxyBeanMethods = false)
-@ConditionalOnClass(MeterBinder.class)
+@ConditionalOnClass(name = "io.micrometer.core.instrument.binder.MeterBinder")
 class TransactionSessionMetricsConfiguration {
 
     @Bean

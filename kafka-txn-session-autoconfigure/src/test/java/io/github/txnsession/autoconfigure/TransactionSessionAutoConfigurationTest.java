@@ -1,15 +1,42 @@
 package io.github.txnsession.autoconfigure;
 
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Map;
+
+import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.spring.CurrentTransactionSession;
+import io.github.txnsession.spring.SessionProducerFactory;
+import io.github.txnsession.spring.SessionTransactionManager;
+import io.github.txnsession.spring.TransactionSessionPool;
+import org.apache.kafka.common.serialization.Serializer;
 import org.junit.jupiter.api.Test;
 
 import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.kafka.autoconfigure.KafkaAutoConfiguration;
 import org.springframework.boot.test.context.FilteredClassLoader;
+import org.springframework.boot.test.context.assertj.AssertableApplicationContext;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
-import io.github.txnsession.kafka.TransactionSession;
+import org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.kafka.core.DefaultKafkaProducerFactory;
+import org.springframework.kafka.core.KafkaTemplate;
+import org.springframework.kafka.core.ProducerFactory;
+import org.springframework.transaction.PlatformTransactionManager;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+/**
+ * The auto-configuration's beans, conditions and property validation. No broker is needed: the pool creates
+ * sessions lazily, at the first transaction.
+ */
 class TransactionSessionAutoConfigurationTest {
+
+    private final ApplicationContextRunner runner = new ApplicationContextRunner()
+        .withConfiguration(AutoConfigurations.of(TransactionSessionAutoConfiguration.class,
+                KafkaAutoConfiguration.class, TransactionAutoConfiguration.class))
+        .withPropertyValues("spring.kafka.bootstrap-servers=localhost:1");
 
     @Test
     void isRegisteredForBootToDiscover() throws Exception {
@@ -25,12 +52,126 @@ class TransactionSessionAutoConfigurationTest {
     }
 
     @Test
-    void loadsInABootContext() {
-        new ApplicationContextRunner()
-            .withConfiguration(AutoConfigurations.of(TransactionSessionAutoConfiguration.class))
+    void registersThePoolTheFactoryTheManagerAndTheCurrentSession() {
+        this.runner.withPropertyValues("kafka.txn-session.transactional-id-prefix=orders-",
+                "kafka.txn-session.pool-size=3", "kafka.txn-session.transaction-timeout=20s",
+                "kafka.txn-session.default-timeout=7s", "kafka.txn-session.properties.linger.ms=5")
             .run(context -> {
                 assertThat(context).hasNotFailed();
-                assertThat(context).hasSingleBean(TransactionSessionAutoConfiguration.class);
+                TransactionSessionPool pool = context.getBean(TransactionSessionPool.class);
+                assertThat(pool.transactionalIdPrefix()).isEqualTo("orders-");
+                assertThat(pool.size()).isEqualTo(3);
+                assertThat(pool.snapshot().initialized()).isZero(); // lazy: nothing connected yet
+                assertThat(pool.sessionConfigs()).containsEntry("transaction.timeout.ms", 20_000L)
+                    .containsEntry("linger.ms", "5")
+                    .containsEntry("bootstrap.servers", List.of("localhost:1"));
+                assertThat(context).hasSingleBean(SessionProducerFactory.class);
+                assertThat(context.getBean(ProducerFactory.class)).isInstanceOf(SessionProducerFactory.class);
+                assertThat(context.getBean(KafkaTemplate.class).getProducerFactory())
+                    .isSameAs(context.getBean(ProducerFactory.class));
+                SessionTransactionManager manager = context.getBean(SessionTransactionManager.class);
+                assertThat(context.getBean(PlatformTransactionManager.class)).isSameAs(manager);
+                assertThat(manager.getDefaultTimeout()).isEqualTo(7);
+                assertThat(manager.getProducerFactory()).isSameAs(context.getBean(ProducerFactory.class));
+                assertThat(context).hasSingleBean(CurrentTransactionSession.class);
+                assertThat(context).hasSingleBean(TransactionSessionHealthIndicator.class);
+                assertThat(context).hasSingleBean(TransactionSessionMetrics.class);
+            });
+    }
+
+    @Test
+    void prefixDefaultsToTheApplicationName() {
+        this.runner.withPropertyValues("spring.application.name=billing")
+            .run(context -> assertThat(context.getBean(TransactionSessionPool.class).transactionalIdPrefix())
+                .isEqualTo("billing-txn-"));
+    }
+
+    @Test
+    void emptyPrefixFailsNamingTheProperty() {
+        this.runner.withPropertyValues("kafka.txn-session.transactional-id-prefix=")
+            .run(context -> assertFailureNames(context, "kafka.txn-session.transactional-id-prefix"));
+    }
+
+    @Test
+    void poolSizeZeroFailsNamingTheProperty() {
+        this.runner.withPropertyValues("kafka.txn-session.pool-size=0")
+            .run(context -> assertFailureNames(context, "kafka.txn-session.pool-size"));
+    }
+
+    @Test
+    void valuesOfTheWrongTypeFailNamingTheProperty() {
+        this.runner.withPropertyValues("kafka.txn-session.pool-size=many")
+            .run(context -> assertFailureNames(context, "kafka.txn-session.pool-size"));
+        this.runner.withPropertyValues("kafka.txn-session.acquire-timeout=soon")
+            .run(context -> assertFailureNames(context, "kafka.txn-session.acquire-timeout"));
+    }
+
+    @Test
+    void negativeDurationsAndAFixedTransactionalIdFail() {
+        this.runner.withPropertyValues("kafka.txn-session.heartbeat-interval=-1s")
+            .run(context -> assertFailureNames(context, "kafka.txn-session.heartbeat-interval"));
+        this.runner.withPropertyValues("kafka.txn-session.properties[transactional.id]=fixed")
+            .run(context -> assertFailureNames(context, "kafka.txn-session.properties.transactional.id"));
+    }
+
+    @Test
+    void kafkaSettingsThatBreakTransactionsFailAtStartup() {
+        this.runner.withPropertyValues("kafka.txn-session.properties.acks=1")
+            .run(context -> assertFailureNames(context, "acks"));
+    }
+
+    @Test
+    void userBeansReplaceOurs() {
+        this.runner.withUserConfiguration(UserBeans.class).run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(context.getBean(TransactionSessionPool.class)).isSameAs(context.getBean("userPool"));
+            assertThat(context.getBean(SessionTransactionManager.class)).isSameAs(context.getBean("userManager"));
+            assertThat(context.getBean(CurrentTransactionSession.class)).isSameAs(context.getBean("userCurrent"));
+            assertThat(context.getBean(ProducerFactory.class)).isSameAs(context.getBean("userFactory"));
+            assertThat(context).doesNotHaveBean("transactionSessionPool")
+                .doesNotHaveBean("sessionTransactionManager")
+                .doesNotHaveBean("kafkaProducerFactory")
+                .doesNotHaveBean("currentTransactionSession");
+        });
+    }
+
+    @Test
+    void aPlainProducerFactoryOfTheUserWinsAndTheManagerStillWorksOverThePool() {
+        this.runner.withUserConfiguration(UserPlainFactory.class).run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(context.getBean(ProducerFactory.class)).isInstanceOf(DefaultKafkaProducerFactory.class);
+            SessionTransactionManager manager = context.getBean(SessionTransactionManager.class);
+            assertThat(manager.getPool()).isSameAs(context.getBean(TransactionSessionPool.class));
+        });
+    }
+
+    @Test
+    void canBeTurnedOff() {
+        this.runner.withPropertyValues("kafka.txn-session.enabled=false").run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(context).doesNotHaveBean(TransactionSessionPool.class)
+                .doesNotHaveBean(SessionTransactionManager.class);
+        });
+    }
+
+    @Test
+    void healthIndicatorCanBeTurnedOffAndBacksOffWithoutTheHealthModule() {
+        this.runner.withPropertyValues("management.health.kafkatxnsession.enabled=false")
+            .run(context -> assertThat(context).doesNotHaveBean(TransactionSessionHealthIndicator.class));
+        this.runner.withClassLoader(new FilteredClassLoader("org.springframework.boot.health"))
+            .run(context -> {
+                assertThat(context).hasNotFailed();
+                assertThat(context).doesNotHaveBean(TransactionSessionHealthIndicator.class);
+            });
+    }
+
+    @Test
+    void metricsBackOffWithoutMicrometer() {
+        this.runner.withClassLoader(new FilteredClassLoader("io.micrometer.core"))
+            .run(context -> {
+                assertThat(context).hasNotFailed();
+                assertThat(context).doesNotHaveBean(TransactionSessionMetrics.class);
+                assertThat(context).hasSingleBean(SessionTransactionManager.class);
             });
     }
 
@@ -40,5 +181,54 @@ class TransactionSessionAutoConfigurationTest {
             .withConfiguration(AutoConfigurations.of(TransactionSessionAutoConfiguration.class))
             .withClassLoader(new FilteredClassLoader(TransactionSession.class))
             .run(context -> assertThat(context).doesNotHaveBean(TransactionSessionAutoConfiguration.class));
+    }
+
+    private static void assertFailureNames(AssertableApplicationContext context, String property) {
+        assertThat(context).hasFailed();
+        StringBuilder messages = new StringBuilder();
+        for (Throwable t = context.getStartupFailure(); t != null; t = t.getCause()) {
+            messages.append(t.getMessage()).append('\n');
+        }
+        assertThat(messages.toString()).contains(property);
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class UserBeans {
+
+        @Bean(destroyMethod = "close")
+        TransactionSessionPool userPool() {
+            return new TransactionSessionPool("user-", 2, java.time.Duration.ofSeconds(1),
+                    Map.of("bootstrap.servers", "localhost:1"), List.of());
+        }
+
+        @Bean
+        SessionProducerFactory<Object, Object> userFactory(TransactionSessionPool pool) {
+            return new SessionProducerFactory<>(pool, UserBeans::serializer, UserBeans::serializer,
+                    Map.of("bootstrap.servers", "localhost:1"));
+        }
+
+        static Serializer<Object> serializer() {
+            return (topic, data) -> String.valueOf(data).getBytes(StandardCharsets.UTF_8);
+        }
+
+        @Bean
+        SessionTransactionManager userManager(TransactionSessionPool pool,
+                SessionProducerFactory<Object, Object> factory) {
+            return new SessionTransactionManager(pool, factory);
+        }
+
+        @Bean
+        CurrentTransactionSession userCurrent(TransactionSessionPool pool) {
+            return new CurrentTransactionSession(pool);
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class UserPlainFactory {
+
+        @Bean
+        DefaultKafkaProducerFactory<Object, Object> userFactory() {
+            return new DefaultKafkaProducerFactory<>(Map.of("bootstrap.servers", "localhost:1"));
+        }
     }
 }
