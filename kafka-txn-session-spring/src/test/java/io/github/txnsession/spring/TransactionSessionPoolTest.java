@@ -1,0 +1,183 @@
+package io.github.txnsession.spring;
+
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import io.github.txnsession.kafka.SessionFencedException;
+import io.github.txnsession.kafka.SessionProducer;
+import io.github.txnsession.kafka.SessionState;
+import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
+import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
+import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
+
+/** The bounded pool against a real broker: ids, laziness, exhaustion, waiting, replacement, close. */
+class TransactionSessionPoolTest {
+
+    @RegisterExtension
+    static final KafkaClusterExtension kafka = KafkaClusterExtension.withBrokers(1);
+
+    static final String TOPIC = "pool";
+
+    @BeforeAll
+    static void topics() {
+        kafka.cluster().createTopic(TOPIC, 1);
+    }
+
+    private TransactionSessionPool pool(String prefix, int size, Duration acquireTimeout) {
+        return new TransactionSessionPool(prefix, size, acquireTimeout, kafka.cluster().clientConfigs(), List.of());
+    }
+
+    @Test
+    void idsArePrefixPlusIndexAndSessionsStartLazily() {
+        String prefix = EmbeddedKafkaCluster.uniqueName("ids") + "-";
+        try (TransactionSessionPool pool = pool(prefix, 3, Duration.ZERO)) {
+            assertThat(pool.snapshot().initialized()).isZero();
+            PooledSession a = pool.acquire();
+            PooledSession b = pool.acquire();
+            assertThat(a.session().transactionalId()).isEqualTo(prefix + "0");
+            assertThat(b.session().transactionalId()).isEqualTo(prefix + "1");
+            assertThat(a.session().state()).isEqualTo(SessionState.READY);
+            assertThat(pool.snapshot()).extracting(SessionPoolSnapshot::initialized, SessionPoolSnapshot::inUse)
+                .containsExactly(2, 2);
+            b.release();
+            a.release();
+            PooledSession again = pool.acquire(); // an idle initialized session is reused before a new slot opens
+            assertThat(again.session().transactionalId()).isIn(prefix + "0", prefix + "1");
+            assertThat(pool.snapshot().initialized()).isEqualTo(2);
+            again.release();
+        }
+    }
+
+    @Test
+    void exhaustionFailsAtOnceWithZeroTimeoutAndSaysWhatToChange() {
+        String prefix = EmbeddedKafkaCluster.uniqueName("exhaust") + "-";
+        try (TransactionSessionPool pool = pool(prefix, 1, Duration.ZERO)) {
+            PooledSession held = pool.acquire();
+            assertThatThrownBy(pool::acquire).isInstanceOf(SessionPoolExhaustedException.class)
+                .hasMessageContaining("All 1 transaction sessions of pool '" + prefix + "'")
+                .hasMessageContaining("kafka.txn-session.pool-size")
+                .hasMessageContaining(prefix + "0@" + Thread.currentThread().getName());
+            assertThat(pool.snapshot().exhausted()).isEqualTo(1);
+            held.release();
+            pool.acquire().release();
+        }
+    }
+
+    @Test
+    void aWaitingAcquireGetsTheSessionWhenItIsReleased() throws Exception {
+        String prefix = EmbeddedKafkaCluster.uniqueName("wait") + "-";
+        try (TransactionSessionPool pool = pool(prefix, 1, Duration.ofSeconds(30))) {
+            PooledSession held = pool.acquire();
+            CompletableFuture<PooledSession> waiter = CompletableFuture.supplyAsync(pool::acquire);
+            await().atMost(Duration.ofSeconds(10)).until(() -> pool.snapshot().waiting() == 1);
+            assertThat(waiter).isNotDone();
+            held.release();
+            PooledSession got = waiter.get(10, TimeUnit.SECONDS);
+            assertThat(got.session()).isSameAs(held.session());
+            got.release();
+        }
+    }
+
+    @Test
+    void releasingAnOpenTransactionAbortsIt() {
+        String prefix = EmbeddedKafkaCluster.uniqueName("open") + "-";
+        try (TransactionSessionPool pool = pool(prefix, 1, Duration.ZERO)) {
+            PooledSession lease = pool.acquire();
+            lease.session().beginTransaction();
+            lease.release();
+            assertThat(lease.session().state()).isEqualTo(SessionState.READY);
+            PooledSession next = pool.acquire();
+            assertThat(next.session()).isSameAs(lease.session());
+            next.release();
+        }
+    }
+
+    @Test
+    void aFencedSessionIsReplacedAndTheSameIdComesBack() {
+        String prefix = EmbeddedKafkaCluster.uniqueName("fenced") + "-";
+        try (TransactionSessionPool pool = pool(prefix, 1, Duration.ZERO)) {
+            PooledSession lease = pool.acquire();
+            TransactionSession first = lease.session();
+            lease.release();
+            Map<String, Object> configs = new HashMap<>(kafka.cluster().clientConfigs());
+            configs.put("transactional.id", prefix + "0");
+            try (TransactionSession intruder = new TransactionSession(configs)) {
+                intruder.initialize(); // fences the pool's session
+            }
+            PooledSession fenced = pool.acquire();
+            assertThat(fenced.session()).isSameAs(first);
+            SessionProducer<String, String> producer = new SessionProducer<>(fenced.session(), new StringSerializer(),
+                    new StringSerializer());
+            assertThatThrownBy(() -> {
+                fenced.session().beginTransaction();
+                producer.send(new ProducerRecord<>(TOPIC, "k", "v")).get();
+                fenced.session().commitTransaction();
+            }).satisfies(ex -> assertThat(isFencing(ex)).as("fenced: " + ex).isTrue());
+            fenced.release();
+            assertThat(pool.snapshot().replaced()).isEqualTo(1);
+            assertThat(first.state()).isEqualTo(SessionState.CLOSED);
+
+            PooledSession fresh = pool.acquire();
+            assertThat(fresh.session()).isNotSameAs(first);
+            assertThat(fresh.session().transactionalId()).isEqualTo(prefix + "0");
+            fresh.session().beginTransaction();
+            fresh.session().commitTransaction();
+            fresh.release();
+        }
+    }
+
+    private static boolean isFencing(Throwable ex) {
+        for (Throwable t = ex; t != null; t = t.getCause()) {
+            if (t instanceof SessionFencedException || t instanceof ProducerFencedException
+                    || t instanceof InvalidProducerEpochException) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    @Test
+    void closeClosesTheSessionsAndRefusesNewAcquires() {
+        String prefix = EmbeddedKafkaCluster.uniqueName("close") + "-";
+        TransactionSessionPool pool = pool(prefix, 2, Duration.ZERO);
+        PooledSession idle = pool.acquire();
+        PooledSession busy = pool.acquire();
+        idle.release();
+        busy.session().beginTransaction();
+        pool.close();
+        assertThat(idle.session().state()).isEqualTo(SessionState.CLOSED);
+        assertThat(busy.session().state()).isEqualTo(SessionState.CLOSED); // its open transaction was aborted
+        busy.release();
+        assertThat(pool.snapshot().closed()).isTrue();
+        assertThat(pool.snapshot().inUse()).isZero();
+        assertThatThrownBy(pool::acquire).isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+    }
+
+    @Test
+    void invalidArgumentsAreRefusedWithTheReason() {
+        Map<String, Object> configs = kafka.cluster().clientConfigs();
+        assertThatThrownBy(() -> new TransactionSessionPool(" ", 1, Duration.ZERO, configs, List.of()))
+            .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("transactionalIdPrefix");
+        assertThatThrownBy(() -> new TransactionSessionPool("p-", 0, Duration.ZERO, configs, List.of()))
+            .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("size must be at least 1");
+        Map<String, Object> withId = new HashMap<>(configs);
+        withId.put("transactional.id", "fixed");
+        assertThatThrownBy(() -> new TransactionSessionPool("p-", 1, Duration.ZERO, withId, List.of()))
+            .hasMessageContaining("transactional.id");
+    }
+}
