@@ -102,10 +102,18 @@ final class TestClients {
     static void produce(EmbeddedKafkaCluster kafka, List<ProducerRecord<String, String>> records) {
         Map<String, Object> configs = kafka.clientConfigs();
         configs.put(ProducerConfig.LINGER_MS_CONFIG, 5);
+        configs.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, 10_000);
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(configs, new StringSerializer(),
                 new StringSerializer())) {
-            records.forEach(producer::send);
+            List<java.util.concurrent.Future<?>> sent = new ArrayList<>();
+            records.forEach(r -> sent.add(producer.send(r)));
             producer.flush();
+            for (java.util.concurrent.Future<?> f : sent) {
+                f.get(30, java.util.concurrent.TimeUnit.SECONDS);
+            }
+        }
+        catch (Exception ex) {
+            throw new IllegalStateException("Could not produce the test input", ex);
         }
     }
 

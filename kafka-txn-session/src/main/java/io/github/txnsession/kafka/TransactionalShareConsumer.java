@@ -1,0 +1,810 @@
+package io.github.txnsession.kafka;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.locks.ReentrantLock;
+
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.AcknowledgementCommitCallback;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.ShareConsumer;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
+import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.metrics.KafkaMetric;
+import org.apache.kafka.common.serialization.Deserializer;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A {@link ShareConsumer} (share group, KIP-932) whose acknowledgements take effect with a {@link TransactionSession}:
+ * the output of a record and its acknowledgement are tied to the same commit. It works in explicit acknowledgement
+ * mode only: the configs constructor sets {@code share.acknowledgement.mode=explicit} when it is absent, and both
+ * constructors reject {@code implicit}, because implicit mode acknowledges a batch on the next poll, before the
+ * transaction that processed it has ended.
+ *
+ * <h2>Guarantees, while bound and a transaction is open</h2>
+ * <ul>
+ * <li>{@code acknowledge(record, ACCEPT | REJECT | RELEASE)} is kept, not sent (through
+ * {@link TransactionSession#addShareAcksToTransaction}). After the transaction commits they are sent; after it
+ * aborts they are dropped and every record this consumer holds is RELEASEd, so the group delivers it again at once
+ * (its delivery count goes up by one).</li>
+ * <li>{@code acknowledge(record, RENEW)} is sent at once: it extends the record's acquisition lock.
+ * {@link #heartbeat()}, called on the consumer's thread, renews the locks of every record this consumer holds, for
+ * transactions that outlast the lock ({@code group.share.record.lock.duration.ms}, 30 s by default).</li>
+ * <li>{@link #poll} fails with {@link IllegalStateException} while the open transaction holds acknowledgements of
+ * this consumer (explicit mode needs every record acknowledged before the next poll), and waits while a commit or
+ * abort runs.</li>
+ * <li>Acknowledging a record this consumer did not deliver, or acknowledged already, fails with
+ * {@link IllegalStateException} naming the record.</li>
+ * <li>Outside a transaction (or unbound) it behaves like the wrapped consumer in explicit mode.</li>
+ * </ul>
+ *
+ * <h2>Not guaranteed: the window between commit and acknowledgement</h2>
+ * No released broker can make a share acknowledgement part of a Kafka transaction: KIP-1289 (transactional
+ * acknowledgements for share groups) is a proposal, and kafka-clients 4.2.2 has no {@code TXN_SHARE_ACKNOWLEDGE} API
+ * key ({@link TransactionSession#transactionalShareAcksAvailable()} checks). So the acknowledgements are sent right
+ * after the Kafka commit succeeds. If the process dies, or the acknowledgement fails, in between, the records stay
+ * acquired until their lock expires and are then delivered again although their output is committed: <b>at most one
+ * duplicate per record of that transaction</b>. Never a loss: an output that was not committed is never acknowledged.
+ * Consumers of the output that must not see the duplicate can drop it by the input's coordinates (topic, partition,
+ * offset), for example carried in a header.
+ *
+ * <p>Like {@code KafkaShareConsumer}, this is for one application thread; the session's commit or abort may run on
+ * another thread and then waits for a call in progress on this consumer.
+ *
+ * @param <K> key type
+ * @param <V> value type
+ */
+public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
+
+    /** The Kafka config that selects the acknowledgement mode. */
+    public static final String ACKNOWLEDGEMENT_MODE_CONFIG = "share.acknowledgement.mode";
+
+    private static final Logger log = LoggerFactory.getLogger(TransactionalShareConsumer.class);
+    private static final Duration RETAKE_TIMEOUT = Duration.ofSeconds(15);
+
+    private final ShareConsumer<K, V> delegate;
+    private final String groupId;
+    /** serializes access to the delegate, which is not thread-safe; taken before {@link #track} */
+    private final ReentrantLock access = new ReentrantLock();
+    /** guards the maps below */
+    private final Object track = new Object();
+    private final Participant participant = new Participant();
+    private volatile @Nullable TransactionSession session;
+
+    /** delivered by this consumer and not yet acknowledged at the wrapped consumer */
+    private final Map<RecordId, ConsumerRecord<K, V>> held = new LinkedHashMap<>();
+    /** held records whose RENEW went out; out of the wrapped consumer's flight until a poll returns them */
+    private final Set<RecordId> renewed = new HashSet<>();
+    /** acknowledgements of the open transaction */
+    private final Map<RecordId, AcknowledgeType> buffered = new LinkedHashMap<>();
+    /** acknowledgements to send to the wrapped consumer as soon as it can take them */
+    private final Map<RecordId, AcknowledgeType> outgoing = new LinkedHashMap<>();
+    /** records a poll of ours fetched while taking renewed records back; the next {@link #poll} returns them */
+    private final List<ConsumerRecord<K, V>> stash = new ArrayList<>();
+
+    /**
+     * Creates a {@link KafkaShareConsumer} in explicit acknowledgement mode.
+     *
+     * @param configs consumer configs with {@code bootstrap.servers} and {@code group.id}; {@code
+     *        share.acknowledgement.mode} may be absent (explicit is set) or {@code explicit}
+     * @throws InvalidSessionConfigException if the mode is anything but explicit, or {@code group.id} is missing
+     */
+    public TransactionalShareConsumer(Map<String, ?> configs, Deserializer<K> keyDeserializer,
+            Deserializer<V> valueDeserializer) {
+        this(new KafkaShareConsumer<>(explicit(configs), keyDeserializer, valueDeserializer), explicit(configs));
+    }
+
+    /**
+     * Creates a {@link KafkaShareConsumer} in explicit acknowledgement mode, deserializers named in {@code configs}.
+     *
+     * @see #TransactionalShareConsumer(Map, Deserializer, Deserializer)
+     */
+    public TransactionalShareConsumer(Map<String, ?> configs) {
+        this(new KafkaShareConsumer<>(explicit(configs)), explicit(configs));
+    }
+
+    /**
+     * Wraps a share consumer created elsewhere.
+     *
+     * @param delegate the share consumer
+     * @param delegateConfigs the configs {@code delegate} was created with: they must contain {@code group.id} and
+     *        {@code share.acknowledgement.mode=explicit} (Kafka's default is implicit)
+     * @throws InvalidSessionConfigException if they do not
+     */
+    public TransactionalShareConsumer(ShareConsumer<K, V> delegate, Map<String, ?> delegateConfigs) {
+        this.delegate = Objects.requireNonNull(delegate, "delegate");
+        Objects.requireNonNull(delegateConfigs, "delegateConfigs");
+        Object mode = delegateConfigs.get(ACKNOWLEDGEMENT_MODE_CONFIG);
+        if (mode == null || !"explicit".equalsIgnoreCase(mode.toString().trim())) {
+            throw implicitMode(mode);
+        }
+        this.groupId = groupId(delegateConfigs);
+    }
+
+    private static Map<String, Object> explicit(Map<String, ?> configs) {
+        Objects.requireNonNull(configs, "configs");
+        Map<String, Object> copy = new HashMap<>(configs);
+        Object mode = copy.get(ACKNOWLEDGEMENT_MODE_CONFIG);
+        if (mode == null) {
+            copy.put(ACKNOWLEDGEMENT_MODE_CONFIG, "explicit");
+        }
+        else if (!"explicit".equalsIgnoreCase(mode.toString().trim())) {
+            throw implicitMode(mode);
+        }
+        groupId(copy);
+        return copy;
+    }
+
+    private static InvalidSessionConfigException implicitMode(@Nullable Object mode) {
+        return new InvalidSessionConfigException(ACKNOWLEDGEMENT_MODE_CONFIG, mode, "a TransactionalShareConsumer "
+                + "needs explicit acknowledgement mode (" + ACKNOWLEDGEMENT_MODE_CONFIG + "=explicit), but the "
+                + "consumer is in " + (mode == null ? "Kafka's default, implicit," : "'" + mode + "'") + " mode: "
+                + "implicit mode acknowledges every record on the next poll, before the transaction that processed it "
+                + "has committed. Set " + ACKNOWLEDGEMENT_MODE_CONFIG + "=explicit.");
+    }
+
+    private static String groupId(Map<String, ?> configs) {
+        Object group = configs.get(ConsumerConfig.GROUP_ID_CONFIG);
+        if (group == null || group.toString().isBlank()) {
+            throw new InvalidSessionConfigException(ConsumerConfig.GROUP_ID_CONFIG, group,
+                    "a share consumer needs the share group's id in group.id");
+        }
+        return group.toString();
+    }
+
+    /** @return the share group this consumer belongs to */
+    public String groupId() {
+        return this.groupId;
+    }
+
+    /** @return the wrapped consumer; using it directly bypasses every guarantee of this class */
+    public ShareConsumer<K, V> delegate() {
+        return this.delegate;
+    }
+
+    /** @return the session this consumer is bound to, if any */
+    public @Nullable TransactionSession transactionSession() {
+        return this.session;
+    }
+
+    /**
+     * Binds this consumer to {@code session}: from now on its acknowledgements made while a transaction is open take
+     * effect only when that transaction commits.
+     *
+     * @throws IllegalStateException if it is bound already (unbind first)
+     * @throws IllegalArgumentException if the session is a resumed one
+     */
+    public void bindTransactionSession(TransactionSession session) {
+        Objects.requireNonNull(session, "session");
+        if (session.isResumed()) {
+            throw new IllegalArgumentException("Transaction session '" + session.transactionalId() + "' was resumed "
+                    + "to finish a transaction; share acknowledgements cannot join it. Bind to a live session.");
+        }
+        synchronized (this.track) {
+            TransactionSession current = this.session;
+            if (current != null) {
+                throw new IllegalStateException("This share consumer is already bound to transaction session '"
+                        + current.transactionalId() + "'; its acknowledgements can join only one session's "
+                        + "transactions. Call unbindTransactionSession() first, or use a second consumer.");
+            }
+            this.session = session;
+            session.addParticipant(this.participant);
+            session.addShareAckHolder(this.participant);
+        }
+        if (session.transactionalShareAcksAvailable()) {
+            log.warn("The cluster advertises transactional share acknowledgements (KIP-1289), but this library "
+                    + "version cannot send them yet; acknowledgements are sent right after each commit");
+        }
+    }
+
+    /**
+     * Unbinds this consumer.
+     *
+     * @throws IllegalStateException while the open transaction holds acknowledgements of this consumer
+     */
+    public void unbindTransactionSession() {
+        synchronized (this.track) {
+            TransactionSession current = this.session;
+            if (current == null) {
+                return;
+            }
+            if (!this.buffered.isEmpty()) {
+                throw new IllegalStateException("Cannot unbind from transaction session '" + current.transactionalId()
+                        + "': its open transaction holds " + this.buffered.size() + " acknowledgement(s) of this "
+                        + "consumer. Commit or abort the transaction first.");
+            }
+            detach(current);
+        }
+    }
+
+    private void detach(TransactionSession current) {
+        current.removeParticipant(this.participant);
+        current.removeShareAckHolder(this.participant);
+        this.session = null;
+    }
+
+    // ---------------------------------------------------------------- poll and acknowledge
+
+    /**
+     * Polls the wrapped consumer. Waits while the bound session commits or aborts.
+     *
+     * @throws IllegalStateException while the open transaction holds acknowledgements of this consumer
+     */
+    @Override
+    public ConsumerRecords<K, V> poll(Duration timeout) {
+        TransactionSession s = this.session;
+        if (s != null) {
+            s.awaitLifecycleIdle();
+        }
+        this.access.lock();
+        try {
+            synchronized (this.track) {
+                if (!this.buffered.isEmpty()) {
+                    TransactionSession bound = this.session;
+                    throw new IllegalStateException("poll() is not allowed while the open transaction of session '"
+                            + (bound == null ? "?" : bound.transactionalId()) + "' holds " + this.buffered.size()
+                            + " acknowledgement(s) of this share consumer: in explicit mode every record must be "
+                            + "acknowledged before the next poll, and these are acknowledged only when the transaction "
+                            + "ends. Commit or abort the transaction, then poll.");
+                }
+                if (!this.outgoing.isEmpty()) {
+                    flushOutgoing(false);
+                }
+                if (!this.stash.isEmpty()) {
+                    return takeStash();
+                }
+            }
+            ConsumerRecords<K, V> records = this.delegate.poll(timeout);
+            synchronized (this.track) {
+                for (ConsumerRecord<K, V> r : records) {
+                    RecordId id = RecordId.of(r);
+                    this.held.put(id, r);
+                    this.renewed.remove(id);
+                }
+            }
+            return records;
+        }
+        finally {
+            this.access.unlock();
+        }
+    }
+
+    private ConsumerRecords<K, V> takeStash() {
+        Map<TopicPartition, List<ConsumerRecord<K, V>>> byPartition = new LinkedHashMap<>();
+        for (ConsumerRecord<K, V> r : this.stash) {
+            byPartition.computeIfAbsent(new TopicPartition(r.topic(), r.partition()), tp -> new ArrayList<>()).add(r);
+        }
+        this.stash.clear();
+        Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+        return new ConsumerRecords<>(byPartition, next);
+    }
+
+    /** Acknowledges {@code record} with ACCEPT; see {@link #acknowledge(ConsumerRecord, AcknowledgeType)}. */
+    @Override
+    public void acknowledge(ConsumerRecord<K, V> record) {
+        acknowledge(record, AcknowledgeType.ACCEPT);
+    }
+
+    /**
+     * Acknowledges a record this consumer delivered. While bound and a transaction is open, ACCEPT, REJECT and
+     * RELEASE are kept until the transaction ends; RENEW is sent at once.
+     *
+     * @throws IllegalStateException if this consumer did not deliver the record, or it was acknowledged already
+     */
+    @Override
+    public void acknowledge(ConsumerRecord<K, V> record, AcknowledgeType type) {
+        Objects.requireNonNull(record, "record");
+        Objects.requireNonNull(type, "type");
+        acknowledge(RecordId.of(record), type, false);
+    }
+
+    /**
+     * Acknowledges by coordinates. For a record this consumer delivered, as
+     * {@link #acknowledge(ConsumerRecord, AcknowledgeType)}; otherwise (outside a transaction only) passed to the
+     * wrapped consumer, which accepts it for records it could not deserialize.
+     */
+    @Override
+    public void acknowledge(String topic, int partition, long offset, AcknowledgeType type) {
+        Objects.requireNonNull(topic, "topic");
+        Objects.requireNonNull(type, "type");
+        acknowledge(new RecordId(topic, partition, offset), type, true);
+    }
+
+    private void acknowledge(RecordId id, AcknowledgeType type, boolean byCoordinates) {
+        boolean delivered;
+        synchronized (this.track) {
+            delivered = this.held.containsKey(id) && !this.buffered.containsKey(id) && !this.outgoing.containsKey(id);
+        }
+        if (type == AcknowledgeType.RENEW) {
+            if (!delivered) {
+                throw notDelivered(id);
+            }
+            renew(List.of(id));
+            return;
+        }
+        TransactionSession s = this.session;
+        if (s != null) {
+            if (!delivered && s.state() == SessionState.IN_TRANSACTION) {
+                throw notDelivered(id);
+            }
+            ShareAcknowledgement ack = new ShareAcknowledgement(id.topic(), id.partition(), id.offset(), type);
+            boolean inTransaction = s.whileInTransaction(() -> s.addShareAcksToTransaction(this.groupId, List.of(ack)));
+            if (inTransaction) {
+                return;
+            }
+        }
+        if (!delivered) {
+            if (byCoordinates) {
+                lockedRun(() -> this.delegate.acknowledge(id.topic(), id.partition(), id.offset(), type));
+                return;
+            }
+            throw notDelivered(id);
+        }
+        this.access.lock();
+        try {
+            synchronized (this.track) {
+                ConsumerRecord<K, V> record = this.held.get(id);
+                if (record != null && !this.renewed.contains(id)) {
+                    this.delegate.acknowledge(record, type);
+                    this.held.remove(id);
+                }
+                else {
+                    this.outgoing.put(id, type); // renewed: sent once a poll has taken it back
+                }
+            }
+        }
+        finally {
+            this.access.unlock();
+        }
+    }
+
+    private IllegalStateException notDelivered(RecordId id) {
+        return new IllegalStateException("Record " + id + " was not delivered by this share consumer (group '"
+                + this.groupId + "'), or it was acknowledged already. Acknowledge only records returned by this "
+                + "consumer's poll(), once each.");
+    }
+
+    /**
+     * Renews the acquisition locks of every record this consumer holds (delivered, not yet acknowledged, including
+     * those whose acknowledgement waits for the open transaction), then, when the bound session has a transaction
+     * open, runs {@link TransactionSession#heartbeat()}. Call it on the consumer's thread, more often than the lock
+     * duration, while a long transaction is processing.
+     *
+     * @return how many records' locks were renewed
+     */
+    public int heartbeat() {
+        List<RecordId> ids;
+        synchronized (this.track) {
+            ids = new ArrayList<>(this.held.keySet());
+            ids.removeAll(this.renewed);
+        }
+        int count = ids.isEmpty() ? 0 : renew(ids);
+        TransactionSession s = this.session;
+        if (s != null && (s.state() == SessionState.IN_TRANSACTION || s.state() == SessionState.PREPARED)) {
+            s.heartbeat();
+        }
+        return count;
+    }
+
+    /** Sends RENEW for these held records now; when nothing else is in flight, takes them back at once. */
+    private int renew(List<RecordId> ids) {
+        this.access.lock();
+        try {
+            synchronized (this.track) {
+                int count = 0;
+                for (RecordId id : ids) {
+                    ConsumerRecord<K, V> record = this.held.get(id);
+                    if (record != null && this.renewed.add(id)) {
+                        this.delegate.acknowledge(record, AcknowledgeType.RENEW);
+                        count++;
+                    }
+                }
+                Map<TopicIdPartition, Optional<KafkaException>> result = this.delegate.commitSync();
+                result.forEach((tip, error) -> error.ifPresent(e -> log.warn("Renewing acquisition locks on {} "
+                        + "failed: {}; those records may be delivered to another consumer", tip, e.toString())));
+                if (allInFlightAcknowledged()) {
+                    retake();
+                }
+                return count;
+            }
+        }
+        finally {
+            this.access.unlock();
+        }
+    }
+
+    /** Whether every held record that is in the wrapped consumer's flight has been acknowledged there (or renewed). */
+    private boolean allInFlightAcknowledged() {
+        return this.renewed.containsAll(this.held.keySet());
+    }
+
+    /**
+     * Polls the wrapped consumer until the renewed records are back in its flight (a renewed record must come back
+     * before it can be acknowledged again). Records that poll fetches instead are stashed for the next
+     * {@link #poll}. Caller holds {@link #access} and {@link #track}; every in-flight record must be acknowledged.
+     */
+    private void retake() {
+        long deadline = System.nanoTime() + RETAKE_TIMEOUT.toNanos();
+        while (!this.renewed.isEmpty() && System.nanoTime() < deadline) {
+            ConsumerRecords<K, V> records = this.delegate.poll(Duration.ofMillis(100));
+            if (records.isEmpty()) {
+                continue;
+            }
+            boolean fresh = false;
+            for (ConsumerRecord<K, V> r : records) {
+                RecordId id = RecordId.of(r);
+                if (!this.renewed.remove(id)) {
+                    fresh = true;
+                    this.stash.add(r);
+                }
+                this.held.put(id, r);
+            }
+            if (fresh) {
+                break; // the renewal path is over: whatever did not come back lost its lock
+            }
+            if (!this.renewed.isEmpty()) {
+                return; // the rest is still being renewed; it comes back with a later poll
+            }
+        }
+        if (!this.renewed.isEmpty()) {
+            log.warn("Share group '{}': records {} did not come back after their lock renewal (lock expired or lost); "
+                    + "the group delivers them again, so their pending acknowledgements are dropped", this.groupId,
+                    this.renewed);
+            for (RecordId id : this.renewed) {
+                this.held.remove(id);
+                this.outgoing.remove(id);
+                this.buffered.remove(id);
+            }
+            this.renewed.clear();
+        }
+    }
+
+    /**
+     * Sends the outgoing acknowledgements: first those of records in flight, then (taking renewed records back)
+     * the rest. Caller holds {@link #access} and {@link #track}.
+     *
+     * @param commit whether to send them to the broker now ({@code commitSync}) rather than with the next poll
+     * @return the records whose acknowledgement failed at the broker
+     */
+    private Set<TopicIdPartition> flushOutgoing(boolean commit) {
+        sendInFlight();
+        if (!this.outgoing.isEmpty() && allInFlightAcknowledged()) {
+            commitSync0();
+            retake();
+            sendInFlight();
+        }
+        if (!this.outgoing.isEmpty()) {
+            log.warn("Share group '{}': acknowledgements {} wait until their renewed records come back",
+                    this.groupId, this.outgoing);
+        }
+        return commit ? commitSync0() : Set.of();
+    }
+
+    private void sendInFlight() {
+        for (var it = this.outgoing.entrySet().iterator(); it.hasNext();) {
+            Map.Entry<RecordId, AcknowledgeType> e = it.next();
+            ConsumerRecord<K, V> record = this.held.get(e.getKey());
+            if (record == null) {
+                it.remove();
+            }
+            else if (!this.renewed.contains(e.getKey())) {
+                this.delegate.acknowledge(record, e.getValue());
+                this.held.remove(e.getKey());
+                it.remove();
+            }
+        }
+    }
+
+    private Set<TopicIdPartition> commitSync0() {
+        Map<TopicIdPartition, Optional<KafkaException>> result = this.delegate.commitSync();
+        Set<TopicIdPartition> failed = new HashSet<>();
+        result.forEach((tip, error) -> {
+            if (error.isPresent()) {
+                failed.add(tip);
+                log.warn("Share group '{}': acknowledgements on {} failed: {}", this.groupId, tip,
+                        error.get().toString());
+            }
+        });
+        return failed;
+    }
+
+    // ---------------------------------------------------------------- the session's side
+
+    private final class Participant implements SessionParticipant, ShareAckHolder {
+
+        @Override
+        public String groupId() {
+            return TransactionalShareConsumer.this.groupId;
+        }
+
+        @Override
+        public boolean holds(ShareAcknowledgement ack) {
+            RecordId id = new RecordId(ack.topic(), ack.partition(), ack.offset());
+            synchronized (TransactionalShareConsumer.this.track) {
+                return TransactionalShareConsumer.this.held.containsKey(id)
+                        && !TransactionalShareConsumer.this.buffered.containsKey(id)
+                        && !TransactionalShareConsumer.this.outgoing.containsKey(id);
+            }
+        }
+
+        @Override
+        public void hold(ShareAcknowledgement ack) {
+            synchronized (TransactionalShareConsumer.this.track) {
+                TransactionalShareConsumer.this.buffered.put(new RecordId(ack.topic(), ack.partition(), ack.offset()),
+                        ack.type());
+            }
+        }
+
+        /** The transaction committed: send its acknowledgements now (the window the class description names). */
+        @Override
+        public void afterCommit(TransactionSession s) {
+            synchronized (TransactionalShareConsumer.this.track) {
+                if (TransactionalShareConsumer.this.buffered.isEmpty()) {
+                    return;
+                }
+            }
+            TransactionalShareConsumer.this.access.lock();
+            try {
+                synchronized (TransactionalShareConsumer.this.track) {
+                    int count = TransactionalShareConsumer.this.buffered.size();
+                    TransactionalShareConsumer.this.outgoing.putAll(TransactionalShareConsumer.this.buffered);
+                    TransactionalShareConsumer.this.buffered.clear();
+                    Set<TopicIdPartition> failed = flushOutgoing(true);
+                    if (!failed.isEmpty()) {
+                        log.error("Transaction of session '{}' committed, but acknowledging its records on {} failed: "
+                                + "they will be delivered again after their lock expires (duplicates of committed "
+                                + "output)", s.transactionalId(), failed);
+                    }
+                    else {
+                        log.debug("Session '{}' committed; {} share acknowledgement(s) sent", s.transactionalId(),
+                                count);
+                    }
+                }
+            }
+            catch (RuntimeException ex) {
+                log.error("Transaction of session '{}' committed, but its share acknowledgements could not be sent "
+                        + "({}); the records will be delivered again after their lock expires", s.transactionalId(),
+                        ex.toString());
+                throw ex;
+            }
+            finally {
+                TransactionalShareConsumer.this.access.unlock();
+            }
+        }
+
+        /** The transaction aborted: release every record this consumer holds, so it is delivered again at once. */
+        @Override
+        public void afterAbort(TransactionSession s) {
+            synchronized (TransactionalShareConsumer.this.track) {
+                TransactionalShareConsumer.this.buffered.clear();
+                if (TransactionalShareConsumer.this.held.isEmpty()) {
+                    return;
+                }
+            }
+            TransactionalShareConsumer.this.access.lock();
+            try {
+                synchronized (TransactionalShareConsumer.this.track) {
+                    TransactionalShareConsumer.this.stash.clear(); // released with the rest, delivered again
+                    for (RecordId id : TransactionalShareConsumer.this.held.keySet()) {
+                        TransactionalShareConsumer.this.outgoing.putIfAbsent(id, AcknowledgeType.RELEASE);
+                    }
+                    flushOutgoing(true);
+                }
+            }
+            finally {
+                TransactionalShareConsumer.this.access.unlock();
+            }
+        }
+
+        @Override
+        public String toString() {
+            return "TransactionalShareConsumer[" + TransactionalShareConsumer.this.groupId + "]";
+        }
+    }
+
+    // ---------------------------------------------------------------- plain delegation
+
+    private void lockedRun(Runnable call) {
+        this.access.lock();
+        try {
+            call.run();
+        }
+        finally {
+            this.access.unlock();
+        }
+    }
+
+    private void ensureNoHeldAcks(String call) {
+        synchronized (this.track) {
+            if (!this.buffered.isEmpty()) {
+                throw new IllegalStateException(call + " is not allowed while the open transaction holds "
+                        + this.buffered.size() + " acknowledgement(s) of this share consumer. Commit or abort first.");
+            }
+        }
+    }
+
+    @Override
+    public Set<String> subscription() {
+        this.access.lock();
+        try {
+            return this.delegate.subscription();
+        }
+        finally {
+            this.access.unlock();
+        }
+    }
+
+    @Override
+    public void subscribe(Collection<String> topics) {
+        ensureNoHeldAcks("subscribe()");
+        lockedRun(() -> this.delegate.subscribe(topics));
+    }
+
+    @Override
+    public void unsubscribe() {
+        ensureNoHeldAcks("unsubscribe()");
+        lockedRun(this.delegate::unsubscribe);
+    }
+
+    /**
+     * Sends the acknowledgements made outside a transaction; those the open transaction holds are not sent.
+     */
+    @Override
+    public Map<TopicIdPartition, Optional<KafkaException>> commitSync() {
+        return commitSync(null);
+    }
+
+    /** @see #commitSync() */
+    @Override
+    public Map<TopicIdPartition, Optional<KafkaException>> commitSync(@Nullable Duration timeout) {
+        this.access.lock();
+        try {
+            synchronized (this.track) {
+                if (!this.outgoing.isEmpty()) {
+                    flushOutgoing(false);
+                }
+            }
+            return timeout == null ? this.delegate.commitSync() : this.delegate.commitSync(timeout);
+        }
+        finally {
+            this.access.unlock();
+        }
+    }
+
+    /** @see #commitSync() */
+    @Override
+    public void commitAsync() {
+        this.access.lock();
+        try {
+            synchronized (this.track) {
+                if (!this.outgoing.isEmpty()) {
+                    flushOutgoing(false);
+                }
+            }
+            this.delegate.commitAsync();
+        }
+        finally {
+            this.access.unlock();
+        }
+    }
+
+    @Override
+    public void setAcknowledgementCommitCallback(AcknowledgementCommitCallback callback) {
+        lockedRun(() -> this.delegate.setAcknowledgementCommitCallback(callback));
+    }
+
+    @Override
+    public Uuid clientInstanceId(Duration timeout) {
+        this.access.lock();
+        try {
+            return this.delegate.clientInstanceId(timeout);
+        }
+        finally {
+            this.access.unlock();
+        }
+    }
+
+    @Override
+    public Optional<Integer> acquisitionLockTimeoutMs() {
+        this.access.lock();
+        try {
+            return this.delegate.acquisitionLockTimeoutMs();
+        }
+        finally {
+            this.access.unlock();
+        }
+    }
+
+    @Override
+    public Map<MetricName, ? extends Metric> metrics() {
+        this.access.lock();
+        try {
+            return this.delegate.metrics();
+        }
+        finally {
+            this.access.unlock();
+        }
+    }
+
+    @Override
+    public void registerMetricForSubscription(KafkaMetric metric) {
+        lockedRun(() -> this.delegate.registerMetricForSubscription(metric));
+    }
+
+    @Override
+    public void unregisterMetricFromSubscription(KafkaMetric metric) {
+        lockedRun(() -> this.delegate.unregisterMetricFromSubscription(metric));
+    }
+
+    /**
+     * Unbinds and closes the wrapped consumer, which releases the records it holds. If the open transaction still
+     * holds acknowledgements of this consumer they are lost: should that transaction commit later, its records are
+     * delivered again (the window described on the class).
+     */
+    @Override
+    public void close() {
+        close(Duration.ofSeconds(30));
+    }
+
+    /** @see #close() */
+    @Override
+    public void close(Duration timeout) {
+        synchronized (this.track) {
+            TransactionSession current = this.session;
+            if (current != null) {
+                if (!this.buffered.isEmpty()) {
+                    log.warn("Share consumer of group '{}' closed while transaction session '{}' held {} of its "
+                            + "acknowledgements; its records will be delivered again", this.groupId,
+                            current.transactionalId(), this.buffered.size());
+                    this.buffered.clear();
+                }
+                detach(current);
+            }
+        }
+        lockedRun(() -> this.delegate.close(timeout));
+    }
+
+    /** Wakes a blocked poll; safe from any thread. */
+    @Override
+    public void wakeup() {
+        this.delegate.wakeup();
+    }
+
+    @Override
+    public String toString() {
+        TransactionSession s = this.session;
+        return "TransactionalShareConsumer[" + this.groupId + (s == null ? ", unbound" : ", bound to " + s) + "]";
+    }
+
+    /** A record's coordinates. */
+    private record RecordId(String topic, int partition, long offset) {
+
+        static RecordId of(ConsumerRecord<?, ?> record) {
+            return new RecordId(record.topic(), record.partition(), record.offset());
+        }
+
+        @Override
+        public String toString() {
+            return this.topic + "-" + this.partition + "@" + this.offset;
+        }
+    }
+}
