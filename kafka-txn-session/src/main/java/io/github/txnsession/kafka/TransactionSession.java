@@ -184,6 +184,35 @@ public final class TransactionSession implements AutoCloseable {
         }
     }
 
+    /**
+     * Resumes whatever transaction is open for {@code transactionalId} right now, without knowing its identity:
+     * for recovery tools that must abort leftovers of a crashed process. Creates no producer.
+     *
+     * @return a resumed session in state {@link SessionState#PREPARED} for the open transaction, or empty when the
+     *         id is unknown or has no open transaction
+     */
+    public static Optional<TransactionSession> resumeOpen(String transactionalId, Map<String, ?> configs) {
+        Objects.requireNonNull(transactionalId, "transactionalId");
+        Objects.requireNonNull(configs, "configs");
+        TransactionSessionConfig config = TransactionSessionConfig.forResume(transactionalId, configs);
+        TransactionSession probe = new TransactionSession(config, false, new TxnIdentity(-1, (short) -1));
+        try {
+            Optional<TransactionDescription> d = probe.coordinator().describe();
+            if (d.isEmpty() || !(d.get().isOngoing() || d.get().isCommitting() || d.get().isAborting())) {
+                probe.closeQuietly();
+                return Optional.empty();
+            }
+            probe.identity = new TxnIdentity(d.get().producerId(), d.get().producerEpoch());
+            log.info("Resumed open transaction {} of '{}' (coordinator state {})", probe.identity, transactionalId,
+                    d.get().state());
+            return Optional.of(probe);
+        }
+        catch (RuntimeException ex) {
+            probe.closeQuietly();
+            throw ex;
+        }
+    }
+
     /** Convenience for {@code resume(transactionalId, state.producerId(), state.epoch(), configs)}. */
     public static TransactionSession resume(String transactionalId, PreparedTxnState state, Map<String, ?> configs) {
         Objects.requireNonNull(state, "state");

@@ -30,8 +30,7 @@ final class TestClients {
     }
 
     static Map<String, Object> sessionConfigs(EmbeddedKafkaCluster kafka, String transactionalId) {
-        Map<String, Object> configs = new HashMap<>();
-        configs.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers());
+        Map<String, Object> configs = kafka.clientConfigs();
         configs.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
         configs.put(ProducerConfig.LINGER_MS_CONFIG, 5);
         return configs;
@@ -39,8 +38,7 @@ final class TestClients {
 
     /** Reads every committed record of the topics from the beginning up to the last stable offset. */
     static List<ConsumerRecord<String, String>> readCommitted(EmbeddedKafkaCluster kafka, String... topics) {
-        Map<String, Object> configs = new HashMap<>();
-        configs.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers());
+        Map<String, Object> configs = kafka.clientConfigs();
         configs.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
         configs.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
         List<ConsumerRecord<String, String>> out = new ArrayList<>();

@@ -14,6 +14,11 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
 import kafka.server.BrokerServer;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -359,6 +364,37 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
             props.put("min.insync.replicas", "1");
             return props;
         }
+    }
+
+    /**
+     * Reads every committed record of the topics ({@code isolation.level=read_committed}), from the beginning up to
+     * the last stable offset of each partition, keys and values as UTF-8 strings.
+     *
+     * @throws AssertionError if the end is not reached within 30 seconds
+     */
+    public List<ConsumerRecord<String, String>> readCommitted(String... topics) {
+        Map<String, Object> configs = clientConfigs();
+        configs.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        configs.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        List<ConsumerRecord<String, String>> out = new ArrayList<>();
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(configs, new StringDeserializer(),
+                new StringDeserializer())) {
+            List<TopicPartition> partitions = new ArrayList<>();
+            for (String topic : topics) {
+                consumer.partitionsFor(topic).forEach(p -> partitions.add(new TopicPartition(topic, p.partition())));
+            }
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+            Map<TopicPartition, Long> end = consumer.endOffsets(partitions);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (!end.entrySet().stream().allMatch(e -> consumer.position(e.getKey()) >= e.getValue())) {
+                if (System.nanoTime() > deadline) {
+                    throw new AssertionError("Could not read " + List.of(topics) + " up to " + end + " within 30 s");
+                }
+                consumer.poll(Duration.ofMillis(100)).forEach(out::add);
+            }
+        }
+        return out;
     }
 
     /** @return a {@link Properties} view of {@link #clientConfigs()} */

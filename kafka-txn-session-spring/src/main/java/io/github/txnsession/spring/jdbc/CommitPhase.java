@@ -1,0 +1,21 @@
+package io.github.txnsession.spring.jdbc;
+
+/**
+ * The steps of {@link JdbcKafkaTransactionManager}'s commit, in order. A {@link CommitPhaseListener} is told after
+ * each; the crash tests stop the process at each of them.
+ */
+public enum CommitPhase {
+
+    /** About to prepare the Kafka transaction. A crash here: both sides roll back. */
+    BEFORE_PREPARE,
+    /** Kafka transaction prepared (flushed, offsets added). A crash here: both roll back (recovery aborts Kafka). */
+    AFTER_PREPARE,
+    /** Decision row written in the database transaction, not committed. A crash here: both roll back. */
+    AFTER_LOG_INSERT,
+    /** Database committed: this is the decision. A crash here: recovery commits Kafka from the row. */
+    AFTER_JDBC_COMMIT,
+    /** Kafka committed. A crash here: recovery finds it already committed and clears the row. */
+    AFTER_KAFKA_COMMIT,
+    /** Row cleared: nothing is left for recovery. */
+    AFTER_LOG_CLEAR
+}

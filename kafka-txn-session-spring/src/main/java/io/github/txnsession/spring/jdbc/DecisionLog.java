@@ -1,0 +1,182 @@
+package io.github.txnsession.spring.jdbc;
+
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.sql.Timestamp;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.regex.Pattern;
+
+import javax.sql.DataSource;
+
+import org.apache.kafka.clients.producer.PreparedTxnState;
+
+/**
+ * The decision log of the JDBC two-phase commit: a table keyed by transactional id holding the prepared Kafka
+ * transaction ({@code producerId}, {@code epoch}) whose commit the database decided, and when.
+ *
+ * <p>Guarantees: {@link #record} writes through the caller's connection, so the row commits if and only if the
+ * business data commits: the database commit <em>is</em> the decision. A transactional id has at most one row; a new
+ * decision replaces an old one. The DDL ({@link #createTableIfMissing}) is portable {@code CREATE TABLE IF NOT
+ * EXISTS} SQL, tested on H2 and PostgreSQL; scripts for both are shipped as
+ * {@code META-INF/kafka-txn-session/decision-log-h2.sql} and {@code decision-log-postgresql.sql}.
+ *
+ * <p>Not guaranteed: anything about rows written by other tools. The table must not be shared by two applications
+ * with the same transactional id prefix.
+ */
+public final class DecisionLog {
+
+    /** Default table name. */
+    public static final String DEFAULT_TABLE = "kafka_txn_decision_log";
+
+    private static final Pattern IDENTIFIER = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)?");
+
+    private final String table;
+
+    /** A log in the table {@value #DEFAULT_TABLE}. */
+    public DecisionLog() {
+        this(DEFAULT_TABLE);
+    }
+
+    /**
+     * @param table the table name, optionally schema-qualified ({@code schema.table}); letters, digits and
+     *        underscores only
+     */
+    public DecisionLog(String table) {
+        Objects.requireNonNull(table, "table");
+        if (!IDENTIFIER.matcher(table).matches()) {
+            throw new IllegalArgumentException("Invalid decision log table name '" + table + "': use letters, digits "
+                    + "and underscores, optionally qualified by a schema (schema.table)");
+        }
+        this.table = table;
+    }
+
+    /** @return the table name */
+    public String table() {
+        return this.table;
+    }
+
+    /** Creates the table unless it exists. */
+    public void createTableIfMissing(DataSource dataSource) {
+        try (Connection con = dataSource.getConnection(); Statement st = con.createStatement()) {
+            st.execute("CREATE TABLE IF NOT EXISTS " + this.table + " (transactional_id VARCHAR(512) NOT NULL "
+                    + "PRIMARY KEY, producer_id BIGINT NOT NULL, producer_epoch SMALLINT NOT NULL, decided_at "
+                    + "TIMESTAMP NOT NULL)");
+            if (!con.getAutoCommit()) {
+                con.commit();
+            }
+        }
+        catch (SQLException ex) {
+            throw new DecisionLogException("Could not create the decision log table " + this.table, ex);
+        }
+    }
+
+    /**
+     * Writes the decision to commit {@code state} through {@code connection}, in the caller's transaction,
+     * replacing an older row of the same transactional id.
+     */
+    public void record(Connection connection, String transactionalId, PreparedTxnState state) throws SQLException {
+        try (PreparedStatement delete = connection.prepareStatement(
+                "DELETE FROM " + this.table + " WHERE transactional_id = ?")) {
+            delete.setString(1, transactionalId);
+            delete.executeUpdate();
+        }
+        try (PreparedStatement insert = connection.prepareStatement("INSERT INTO " + this.table
+                + " (transactional_id, producer_id, producer_epoch, decided_at) VALUES (?, ?, ?, ?)")) {
+            insert.setString(1, transactionalId);
+            insert.setLong(2, state.producerId());
+            insert.setShort(3, state.epoch());
+            insert.setTimestamp(4, Timestamp.from(Instant.now()));
+            insert.executeUpdate();
+        }
+    }
+
+    /**
+     * Deletes the row of {@code transactionalId} if it still names {@code state}, through {@code connection} in the
+     * caller's transaction.
+     *
+     * @return whether a row was deleted
+     */
+    public boolean clear(Connection connection, String transactionalId, PreparedTxnState state) throws SQLException {
+        try (PreparedStatement delete = connection.prepareStatement("DELETE FROM " + this.table
+                + " WHERE transactional_id = ? AND producer_id = ? AND producer_epoch = ?")) {
+            delete.setString(1, transactionalId);
+            delete.setLong(2, state.producerId());
+            delete.setShort(3, state.epoch());
+            return delete.executeUpdate() > 0;
+        }
+    }
+
+    /** Deletes a row in its own transaction; see {@link #clear(Connection, String, PreparedTxnState)}. */
+    public boolean clear(DataSource dataSource, DecisionRecord record) {
+        try (Connection con = dataSource.getConnection()) {
+            boolean auto = con.getAutoCommit();
+            con.setAutoCommit(true);
+            try {
+                return clear(con, record.transactionalId(), record.preparedState());
+            }
+            finally {
+                con.setAutoCommit(auto);
+            }
+        }
+        catch (SQLException ex) {
+            throw new DecisionLogException("Could not clear the decision of " + record.transactionalId(), ex);
+        }
+    }
+
+    /**
+     * @return whether the log holds the decision to commit {@code state} for {@code transactionalId}
+     */
+    public boolean contains(DataSource dataSource, String transactionalId, PreparedTxnState state) {
+        try (Connection con = dataSource.getConnection(); PreparedStatement q = con.prepareStatement("SELECT 1 FROM "
+                + this.table + " WHERE transactional_id = ? AND producer_id = ? AND producer_epoch = ?")) {
+            q.setString(1, transactionalId);
+            q.setLong(2, state.producerId());
+            q.setShort(3, state.epoch());
+            try (ResultSet rs = q.executeQuery()) {
+                return rs.next();
+            }
+        }
+        catch (SQLException ex) {
+            throw new DecisionLogException("Could not read the decision of " + transactionalId, ex);
+        }
+    }
+
+    /**
+     * @return the rows of the transactional ids {@code prefix + N} (N a whole number), oldest first: exactly the ids
+     *         of a session pool with that prefix, and no others
+     */
+    public List<DecisionRecord> findByPrefix(DataSource dataSource, String prefix) {
+        String escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_");
+        List<DecisionRecord> records = new ArrayList<>();
+        try (Connection con = dataSource.getConnection(); PreparedStatement q = con.prepareStatement(
+                "SELECT transactional_id, producer_id, producer_epoch, decided_at FROM " + this.table
+                        + " WHERE transactional_id LIKE ? ESCAPE '\\' ORDER BY decided_at")) {
+            q.setString(1, escaped + "%");
+            try (ResultSet rs = q.executeQuery()) {
+                while (rs.next()) {
+                    String id = rs.getString(1);
+                    String suffix = id.substring(prefix.length());
+                    if (!suffix.isEmpty() && suffix.chars().allMatch(Character::isDigit)) {
+                        records.add(new DecisionRecord(id, rs.getLong(2), rs.getShort(3),
+                                rs.getTimestamp(4).toInstant()));
+                    }
+                }
+            }
+        }
+        catch (SQLException ex) {
+            throw new DecisionLogException("Could not read the decision log " + this.table, ex);
+        }
+        return records;
+    }
+
+    @Override
+    public String toString() {
+        return "DecisionLog[" + this.table + "]";
+    }
+}

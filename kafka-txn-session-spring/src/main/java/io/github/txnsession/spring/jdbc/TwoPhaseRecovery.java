@@ -1,0 +1,238 @@
+package io.github.txnsession.spring.jdbc;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicLong;
+
+import javax.sql.DataSource;
+
+import io.github.txnsession.kafka.CompletionOutcome;
+import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.kafka.TransactionSessionException;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Settles what a crash left between the database and Kafka, for one session pool (one transactional id prefix):
+ * <ul>
+ * <li>every decision row of the prefix: resume its Kafka transaction and complete it (commit), then clear the row;
+ * a transaction the coordinator lost is handed to the {@link LostTransactionHandler};</li>
+ * <li>every pool id ({@code prefix + 0 .. size-1}) without a row: abort whatever Kafka transaction is open.</li>
+ * </ul>
+ * It creates no producer (resumed sessions only), so it is cheap enough to run at every start-up and on demand.
+ *
+ * <p>Guarantees: it touches only its own prefix, so applications with different prefixes sharing a table and a
+ * cluster recover independently. Idempotent: running it twice settles nothing twice. Must run before the pool hands
+ * out sessions ({@link JdbcKafkaTransactionManager} calls {@link #ensureRecovered()} before its first transaction):
+ * initializing a pool session aborts the prepared transaction of its id.
+ *
+ * <p>Not guaranteed: a Kafka transaction that the coordinator already aborted cannot be brought back; it is
+ * reported, counted and kept in {@link #lostTransactions()} (health DOWN) until {@link #clearLost()}.
+ */
+public class TwoPhaseRecovery {
+
+    private static final Logger log = LoggerFactory.getLogger(TwoPhaseRecovery.class);
+
+    private final DataSource dataSource;
+    private final DecisionLog decisionLog;
+    private final String prefix;
+    private final int poolSize;
+    private final Map<String, Object> clientConfigs;
+    private final @Nullable LostTransactionHandler lostHandler;
+    private final List<LostTransaction> lost = new CopyOnWriteArrayList<>();
+    private final AtomicLong committedCount = new AtomicLong();
+    private final AtomicLong alreadyCommittedCount = new AtomicLong();
+    private final AtomicLong abortedCount = new AtomicLong();
+    private final AtomicLong lostCount = new AtomicLong();
+    private volatile @Nullable RecoveryReport lastReport;
+    private volatile boolean recovered;
+
+    /**
+     * @param dataSource the database holding the decision log
+     * @param decisionLog the decision log
+     * @param transactionalIdPrefix the pool's prefix
+     * @param poolSize the pool's size: ids {@code prefix + 0 .. poolSize-1} are checked for open transactions
+     * @param clientConfigs Kafka client configs (bootstrap servers, security) for resumed sessions
+     * @param lostHandler told about lost transactions; null to only report them
+     */
+    public TwoPhaseRecovery(DataSource dataSource, DecisionLog decisionLog, String transactionalIdPrefix, int poolSize,
+            Map<String, ?> clientConfigs, @Nullable LostTransactionHandler lostHandler) {
+        this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
+        this.decisionLog = Objects.requireNonNull(decisionLog, "decisionLog");
+        this.prefix = Objects.requireNonNull(transactionalIdPrefix, "transactionalIdPrefix");
+        if (transactionalIdPrefix.isBlank()) {
+            throw new IllegalArgumentException("The transactional id prefix must not be blank");
+        }
+        if (poolSize < 1) {
+            throw new IllegalArgumentException("The pool size must be at least 1, was " + poolSize);
+        }
+        this.poolSize = poolSize;
+        Map<String, Object> configs = new HashMap<>();
+        clientConfigs.forEach((k, v) -> {
+            if (!k.equals("transactional.id")) {
+                configs.put(k, v);
+            }
+        });
+        this.clientConfigs = Map.copyOf(configs);
+        this.lostHandler = lostHandler;
+    }
+
+    /** @return the transactional id prefix this recovery is for */
+    public String transactionalIdPrefix() {
+        return this.prefix;
+    }
+
+    /** Runs {@link #recover()} unless a run has already succeeded. */
+    public void ensureRecovered() {
+        if (!this.recovered) {
+            synchronized (this) {
+                if (!this.recovered) {
+                    recover();
+                }
+            }
+        }
+    }
+
+    /**
+     * Settles every decision row of the prefix and aborts every open transaction of a pool id without one.
+     *
+     * @return what was found and done
+     * @throws DecisionLogException if the decision log cannot be read (nothing is touched then)
+     */
+    public synchronized RecoveryReport recover() {
+        List<String> committed = new ArrayList<>();
+        List<String> alreadyCommitted = new ArrayList<>();
+        List<String> aborted = new ArrayList<>();
+        List<LostTransaction> lostNow = new ArrayList<>();
+        List<String> failed = new ArrayList<>();
+        List<DecisionRecord> rows = this.decisionLog.findByPrefix(this.dataSource, this.prefix);
+        Set<String> decided = new HashSet<>();
+        for (DecisionRecord row : rows) {
+            decided.add(row.transactionalId());
+            try (TransactionSession session = TransactionSession.resume(row.transactionalId(), row.producerId(),
+                    row.producerEpoch(), this.clientConfigs)) {
+                CompletionOutcome outcome = session.completeTransaction(row.preparedState());
+                (outcome == CompletionOutcome.COMMITTED ? committed : alreadyCommitted).add(row.transactionalId());
+                this.decisionLog.clear(this.dataSource, row);
+            }
+            catch (TransactionSessionException ex) {
+                if (ex instanceof io.github.txnsession.kafka.SessionTimeoutException) {
+                    failed.add(row.transactionalId());
+                    log.warn("Recovery of '{}' ({}) must be retried: {}", row.transactionalId(), row.preparedState(),
+                            ex.getMessage());
+                }
+                else {
+                    lostNow.add(new LostTransaction(row, ex.getMessage()));
+                }
+            }
+            catch (RuntimeException ex) {
+                failed.add(row.transactionalId());
+                log.warn("Recovery of '{}' ({}) failed and must be retried", row.transactionalId(),
+                        row.preparedState(), ex);
+            }
+        }
+        for (int i = 0; i < this.poolSize; i++) {
+            String id = this.prefix + i;
+            if (decided.contains(id)) {
+                continue;
+            }
+            try {
+                Optional<TransactionSession> open = TransactionSession.resumeOpen(id, this.clientConfigs);
+                if (open.isPresent()) {
+                    try (TransactionSession session = open.get()) {
+                        session.abortTransaction();
+                    }
+                    aborted.add(id);
+                }
+            }
+            catch (RuntimeException ex) {
+                failed.add(id);
+                log.warn("Recovery could not abort the open transaction of '{}'", id, ex);
+            }
+        }
+        handleLost(lostNow);
+        RecoveryReport report = new RecoveryReport(List.copyOf(committed), List.copyOf(alreadyCommitted),
+                List.copyOf(aborted), List.copyOf(lostNow), List.copyOf(failed));
+        this.committedCount.addAndGet(committed.size());
+        this.alreadyCommittedCount.addAndGet(alreadyCommitted.size());
+        this.abortedCount.addAndGet(aborted.size());
+        this.lostCount.addAndGet(lostNow.size());
+        this.lastReport = report;
+        this.recovered = failed.isEmpty();
+        if (report.isEmpty()) {
+            log.info("Two-phase recovery of prefix '{}': nothing to do", this.prefix);
+        }
+        else {
+            log.info("Two-phase recovery of prefix '{}': committed {}, already committed {}, aborted {}, lost {}, "
+                    + "failed {}", this.prefix, committed, alreadyCommitted, aborted,
+                    lostNow.stream().map(LostTransaction::transactionalId).toList(), failed);
+        }
+        return report;
+    }
+
+    private void handleLost(List<LostTransaction> lostNow) {
+        if (lostNow.isEmpty()) {
+            return;
+        }
+        for (LostTransaction l : lostNow) {
+            log.error("Two-phase recovery: the database committed transaction {} of '{}' at {}, but its Kafka side "
+                    + "is lost: {}", l.decision().preparedState(), l.transactionalId(), l.decision().decidedAt(),
+                    l.reason());
+        }
+        this.lost.addAll(lostNow);
+        if (this.lostHandler == null) {
+            lostNow.forEach(l -> this.decisionLog.clear(this.dataSource, l.decision()));
+            return;
+        }
+        try {
+            this.lostHandler.onLost(List.copyOf(lostNow));
+            lostNow.forEach(l -> this.decisionLog.clear(this.dataSource, l.decision()));
+        }
+        catch (RuntimeException ex) {
+            log.error("The lost-transaction handler failed; the decision rows stay and are reported again", ex);
+        }
+    }
+
+    /** @return the lost transactions found since start (or since {@link #clearLost()}) */
+    public List<LostTransaction> lostTransactions() {
+        return List.copyOf(this.lost);
+    }
+
+    /** Forgets the lost transactions reported so far, once the application has compensated them. */
+    public void clearLost() {
+        this.lost.clear();
+    }
+
+    /** @return the report of the last run, if any */
+    public Optional<RecoveryReport> lastReport() {
+        return Optional.ofNullable(this.lastReport);
+    }
+
+    /** @return how many prepared transactions recovery committed, since start */
+    public long committedCount() {
+        return this.committedCount.get();
+    }
+
+    /** @return how many decisions recovery found already committed, since start */
+    public long alreadyCommittedCount() {
+        return this.alreadyCommittedCount.get();
+    }
+
+    /** @return how many open transactions without a decision recovery aborted, since start */
+    public long abortedCount() {
+        return this.abortedCount.get();
+    }
+
+    /** @return how many lost transactions recovery found, since start */
+    public long lostCount() {
+        return this.lostCount.get();
+    }
+}
