@@ -1,0 +1,100 @@
+package io.github.txnsession.samples.orders;
+
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import org.junit.jupiter.api.Test;
+
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.boot.test.context.SpringBootTest;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+/**
+ * The sample's own application context, as {@code spring-boot:run} starts it (embedded broker, since no bootstrap
+ * servers are configured), driven through its HTTP API the way the README describes.
+ */
+@SpringBootTest(classes = OrderPipelineApplication.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+class OrderPipelineApplicationTest {
+
+    private static final Pattern ORDER_ID = Pattern.compile("\"orderId\"\\s*:\\s*\"(o-[0-9a-f]+)\"");
+
+    @Value("${local.server.port}")
+    int port;
+
+    private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+
+    @Test
+    void placesAnOrderAndShipsItExactlyOnce() throws Exception {
+        HttpResponse<String> placed = post("/orders", "{\"item\":\"book\",\"quantity\":2}");
+        assertThat(placed.statusCode()).isEqualTo(201);
+        assertThat(placed.body()).contains("\"transactionalId\":\"order-pipeline-");
+        String orderId = orderId(placed.body());
+
+        await().atMost(Duration.ofSeconds(30)).until(() -> get("/records/shipments").body().contains(orderId));
+        assertThat(occurrences(get("/records/shipments").body(), "\"key\":\"" + orderId + "\"")).isEqualTo(1);
+        assertThat(get("/records/shipments").body()).contains("ship 2 x book");
+        assertThat(occurrences(get("/records/orders").body(), "\"key\":\"" + orderId + "\"")).isEqualTo(1);
+        assertThat(occurrences(get("/records/order-audit").body(), "\"key\":\"" + orderId + "\"")).isEqualTo(1);
+    }
+
+    @Test
+    void aRejectedOrderLeavesNothingVisible() throws Exception {
+        HttpResponse<String> rejected = post("/orders?fail=true", "{\"item\":\"lamp\",\"quantity\":1}");
+        assertThat(rejected.statusCode()).isEqualTo(409);
+        String rejectedId = orderId(rejected.body());
+
+        String laterId = orderId(post("/orders", "{\"item\":\"pen\",\"quantity\":3}").body());
+        // once the later order is shipped, anything the rejected one could have caused would be visible too
+        await().atMost(Duration.ofSeconds(30)).until(() -> get("/records/shipments").body().contains(laterId));
+        assertThat(get("/records/orders").body()).contains(laterId).doesNotContain(rejectedId);
+        assertThat(get("/records/order-audit").body()).contains(laterId).doesNotContain(rejectedId);
+        assertThat(get("/records/shipments").body()).doesNotContain(rejectedId);
+    }
+
+    @Test
+    void healthShowsTheSessionPool() throws Exception {
+        HttpResponse<String> health = get("/actuator/health");
+        assertThat(health.statusCode()).isEqualTo(200);
+        assertThat(health.body()).contains("\"kafkaTxnSession\"").contains("\"transactionalIdPrefix\":\"order-pipeline-\"");
+    }
+
+    @Test
+    void unknownTopicsAreRefused() throws Exception {
+        assertThat(get("/records/secrets").statusCode()).isEqualTo(400);
+    }
+
+    private HttpResponse<String> post(String path, String json) throws IOException, InterruptedException {
+        return this.http.send(HttpRequest.newBuilder(uri(path)).header("Content-Type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString(json)).build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    private HttpResponse<String> get(String path) throws IOException, InterruptedException {
+        return this.http.send(HttpRequest.newBuilder(uri(path)).GET().build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    private URI uri(String path) {
+        return URI.create("http://localhost:" + this.port + path);
+    }
+
+    private static String orderId(String body) {
+        Matcher m = ORDER_ID.matcher(body);
+        assertThat(m.find()).as("an orderId in " + body).isTrue();
+        return m.group(1);
+    }
+
+    private static int occurrences(String text, String part) {
+        int n = 0;
+        for (int i = text.indexOf(part); i >= 0; i = text.indexOf(part, i + 1)) {
+            n++;
+        }
+        return n;
+    }
+}
