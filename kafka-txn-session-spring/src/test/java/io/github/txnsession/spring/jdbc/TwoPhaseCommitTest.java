@@ -1,0 +1,153 @@
+package io.github.txnsession.spring.jdbc;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+import io.github.txnsession.kafka.test.ChildJvm;
+import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
+import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import org.apache.kafka.clients.admin.TransactionState;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.transaction.TransactionSystemException;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
+
+/** Two-phase commit between PostgreSQL and Kafka: commit, rollback, a failing JDBC commit, lost transactions, prefixes. */
+class TwoPhaseCommitTest {
+
+    @RegisterExtension
+    static final KafkaClusterExtension kafka = KafkaClusterExtension.with(b -> b
+        .brokerProperty("transaction.abort.timed.out.transaction.cleanup.interval.ms", 300));
+
+    @RegisterExtension
+    static final EmbeddedPostgresExtension postgres = new EmbeddedPostgresExtension();
+
+    private static String topic() {
+        String topic = EmbeddedKafkaCluster.uniqueName("orders");
+        kafka.cluster().createTopic(topic, 1);
+        return topic;
+    }
+
+    private static OrderFlow flow(String topic, String prefix, LostTransactionHandler handler) {
+        OrderFlow flow = new OrderFlow(kafka.bootstrapServers(), postgres.jdbcUrl(), prefix, topic, Map.of(), handler);
+        OrderFlow.createSchema(flow.dataSource);
+        return flow;
+    }
+
+    private static List<String> events(String topic) {
+        List<String> keys = new ArrayList<>();
+        for (ConsumerRecord<String, String> r : kafka.cluster().readCommitted(topic)) {
+            keys.add(r.key());
+        }
+        return keys;
+    }
+
+    @Test
+    void commitWritesBothAndRollbackNeither() {
+        String topic = topic();
+        try (OrderFlow flow = flow(topic, EmbeddedKafkaCluster.uniqueName("ok") + "-", null)) {
+            flow.placeOrder("ok-1");
+            assertThatThrownBy(() -> flow.tx.executeWithoutResult(status -> {
+                flow.jdbc.update("INSERT INTO orders (id, ref) VALUES (?, ?)", "ok-2", "r");
+                flow.kafka.send(topic, "ok-2", "OrderPlaced:ok-2");
+                throw new IllegalStateException("business failure");
+            })).isInstanceOf(IllegalStateException.class);
+            assertThat(flow.jdbc.queryForList("SELECT id FROM orders WHERE id LIKE 'ok-%'", String.class))
+                .containsExactly("ok-1");
+            assertThat(flow.decisionLog.findByPrefix(flow.dataSource, flow.pool.transactionalIdPrefix())).isEmpty();
+        }
+        assertThat(events(topic)).containsExactly("ok-1");
+    }
+
+    @Test
+    void aConstraintViolationDeferredToTheJdbcCommitAbortsKafka() {
+        String topic = topic();
+        try (OrderFlow flow = flow(topic, EmbeddedKafkaCluster.uniqueName("deferred") + "-", null)) {
+            JdbcTemplate jdbc = flow.jdbc;
+            jdbc.execute("CREATE TABLE IF NOT EXISTS deferred_refs (ref VARCHAR(64), "
+                    + "CONSTRAINT deferred_refs_unique UNIQUE (ref) DEFERRABLE INITIALLY DEFERRED)");
+            assertThatThrownBy(() -> flow.tx.executeWithoutResult(status -> {
+                jdbc.update("INSERT INTO deferred_refs (ref) VALUES ('same')");
+                jdbc.update("INSERT INTO deferred_refs (ref) VALUES ('same')"); // fails only at commit
+                flow.kafka.send(topic, "deferred-1", "OrderPlaced:deferred-1");
+            })).isInstanceOf(TransactionSystemException.class)
+                .hasMessageContaining("JDBC commit")
+                .hasMessageContaining("aborted");
+            assertThat(jdbc.queryForObject("SELECT COUNT(*) FROM deferred_refs", Integer.class)).isZero();
+            assertThat(flow.decisionLog.findByPrefix(flow.dataSource, flow.pool.transactionalIdPrefix())).isEmpty();
+            // the session is usable again
+            flow.placeOrder("deferred-ok");
+        }
+        assertThat(events(topic)).containsExactly("deferred-ok");
+    }
+
+    @Test
+    void recoveryAfterTheKafkaTimeoutReportsLostAndCallsTheHook() {
+        String topic = topic();
+        String prefix = EmbeddedKafkaCluster.uniqueName("lost") + "-";
+        OrderFlow.createSchema(OrderFlow.dataSource(postgres.jdbcUrl()));
+        crash(prefix, topic, CommitPhase.AFTER_JDBC_COMMIT, 0, 100, "1500");
+        await().atMost(Duration.ofSeconds(30)).until(() -> kafka.cluster().admin()
+            .describeTransactions(List.of(prefix + "0")).description(prefix + "0").get()
+            .state() != TransactionState.ONGOING);
+        List<LostTransaction> handled = new ArrayList<>();
+        try (OrderFlow flow = flow(topic, prefix, handled::addAll)) {
+            RecoveryReport report = flow.recovery.recover();
+            assertThat(report.lost()).extracting(LostTransaction::transactionalId).containsExactly(prefix + "0");
+            assertThat(report.lost().get(0).reason()).contains("LOST");
+            assertThat(handled).extracting(LostTransaction::transactionalId).containsExactly(prefix + "0");
+            assertThat(flow.recovery.lostTransactions()).hasSize(1);
+            assertThat(flow.recovery.lostCount()).isEqualTo(1);
+            // the database has the order, Kafka has not: that is what the hook must compensate
+            assertThat(flow.jdbc.queryForList("SELECT id FROM orders WHERE id = 'order-100'", String.class))
+                .hasSize(1);
+            assertThat(flow.decisionLog.findByPrefix(flow.dataSource, prefix)).isEmpty();
+        }
+        assertThat(events(topic)).isEmpty();
+    }
+
+    @Test
+    void twoInstancesWithDifferentPrefixesRecoverOnlyTheirOwnRows() {
+        String topic = topic();
+        String prefixA = EmbeddedKafkaCluster.uniqueName("app-a") + "-";
+        String prefixB = EmbeddedKafkaCluster.uniqueName("app-b") + "-";
+        OrderFlow.createSchema(OrderFlow.dataSource(postgres.jdbcUrl()));
+        crash(prefixA, topic, CommitPhase.AFTER_JDBC_COMMIT, 1, 200, null);
+        crash(prefixB, topic, CommitPhase.AFTER_JDBC_COMMIT, 0, 300, null);
+        try (OrderFlow a = flow(topic, prefixA, null); OrderFlow b = flow(topic, prefixB, null)) {
+            RecoveryReport reportA = a.recovery.recover();
+            // sessions are reused: both orders of instance A ran on its first slot
+            assertThat(reportA.committed()).containsExactly(prefixA + "0");
+            assertThat(a.decisionLog.findByPrefix(a.dataSource, prefixB)).hasSize(1);
+            assertThat(events(topic)).containsExactlyInAnyOrder("order-200", "order-201");
+
+            RecoveryReport reportB = b.recovery.recover();
+            assertThat(reportB.committed()).containsExactly(prefixB + "0");
+            assertThat(b.decisionLog.findByPrefix(b.dataSource, prefixB)).isEmpty();
+            assertThat(events(topic)).containsExactlyInAnyOrder("order-200", "order-201", "order-300");
+            // a second run settles nothing twice
+            assertThat(a.recovery.recover().isEmpty()).isTrue();
+        }
+    }
+
+    private static void crash(String prefix, String topic, CommitPhase phase, int okCount, int firstId,
+            String transactionTimeoutMs) {
+        List<String> args = new ArrayList<>(List.of(kafka.bootstrapServers(), postgres.jdbcUrl(), prefix, topic,
+                phase.name(), String.valueOf(okCount), String.valueOf(firstId)));
+        if (transactionTimeoutMs != null) {
+            args.add(transactionTimeoutMs);
+        }
+        try (ChildJvm child = ChildJvm.start(TwoPhaseCrashChild.class, args.toArray(String[]::new))) {
+            child.awaitLine("CRASH", Duration.ofSeconds(120));
+            child.awaitExit(Duration.ofSeconds(60));
+        }
+    }
+}
