@@ -54,6 +54,8 @@ import org.slf4j.LoggerFactory;
  * abort runs.</li>
  * <li>Acknowledging a record this consumer did not deliver, or acknowledged already, fails with
  * {@link IllegalStateException} naming the record.</li>
+ * <li>While the bound session is PREPARED, ABORTABLE_ERROR, COMMITTING or ABORTING, ACCEPT/REJECT/RELEASE fail with
+ * {@link IllegalStateException}: sent at once they could acknowledge a record whose output never commits.</li>
  * <li>Outside a transaction (or unbound) it behaves like the wrapped consumer in explicit mode.</li>
  * </ul>
  *
@@ -350,6 +352,14 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             boolean inTransaction = s.whileInTransaction(() -> s.addShareAcksToTransaction(this.groupId, List.of(ack)));
             if (inTransaction) {
                 return;
+            }
+            SessionState state = s.state();
+            if (state != SessionState.READY && state != SessionState.UNINITIALIZED) {
+                // sending it now would acknowledge a record whose output may be aborted: refuse
+                throw new IllegalStateException("Cannot acknowledge " + id + " while transaction session '"
+                        + s.transactionalId() + "' is in state " + state + ": acknowledgements join a transaction "
+                        + "only while it is IN_TRANSACTION, and sending one now could acknowledge a record whose "
+                        + "output is never committed. Finish the transaction (abort releases the records) first.");
             }
         }
         if (!delivered) {

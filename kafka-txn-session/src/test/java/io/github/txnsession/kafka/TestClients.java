@@ -101,6 +101,10 @@ final class TestClients {
         Map<String, Object> configs = kafka.clientConfigs();
         configs.put(ProducerConfig.LINGER_MS_CONFIG, 5);
         configs.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, 10_000);
+        // one request in flight: with more, a first request refused as NOT_LEADER_OR_FOLLOWER by a just-created
+        // partition can be overtaken by the next one and then fail forever with OUT_OF_ORDER_SEQUENCE_NUMBER
+        // (KAFKA-15591, seen here on 4.2.2)
+        configs.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, 1);
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(configs, new StringSerializer(),
                 new StringSerializer())) {
             List<java.util.concurrent.Future<?>> sent = new ArrayList<>();

@@ -20,6 +20,7 @@ import static io.github.txnsession.kafka.TestClients.committedOffsets;
 import static io.github.txnsession.kafka.TestClients.produce;
 import static io.github.txnsession.kafka.TestClients.readCommitted;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 /**
  * Exactly-once consume-transform-produce across real crashes: a processor in a child JVM ({@link CtpProcess}) reads
@@ -114,7 +115,8 @@ class TransactionalConsumerCrashTest {
             expectedOffsets.put(new TopicPartition(input, p), (long) PER_PARTITION);
         }
         assertThat(total).isEqualTo(TOTAL);
-        assertThat(committedOffsets(kafka.cluster(), group)).isEqualTo(expectedOffsets);
+        await().atMost(Duration.ofSeconds(10))
+            .untilAsserted(() -> assertThat(committedOffsets(kafka.cluster(), group)).isEqualTo(expectedOffsets));
         return kills;
     }
 }

@@ -109,7 +109,8 @@ class TransactionalConsumerTest {
         for (int p = 0; p < partitions; p++) {
             expected.put(new TopicPartition(input, p), perPartition);
         }
-        assertThat(committedOffsets(kafka.cluster(), group)).isEqualTo(expected);
+        await().atMost(Duration.ofSeconds(10))
+            .untilAsserted(() -> assertThat(committedOffsets(kafka.cluster(), group)).isEqualTo(expected));
     }
 
     @Test
@@ -132,8 +133,9 @@ class TransactionalConsumerTest {
             transform(first, out, output);
             session.commitTransaction();
             long afterFirst = first.count();
-            assertThat(committedOffsets(kafka.cluster(), group)).containsEntry(new TopicPartition(input, 0),
-                    afterFirst);
+            // the offsets become visible when the coordinator has written the commit markers, just after commit
+            await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> assertThat(committedOffsets(kafka.cluster(),
+                    group)).containsEntry(new TopicPartition(input, 0), afterFirst));
 
             ConsumerRecords<String, String> aborted = pollNonEmpty(consumer);
             session.beginTransaction();
@@ -321,7 +323,8 @@ class TransactionalConsumerTest {
             assertThatIllegalStateException().isThrownBy(consumer::unbindTransactionSession)
                 .withMessageContaining("Commit or abort it first");
             one.commitTransaction();
-            assertThat(committedOffsets(kafka.cluster(), group)).containsEntry(tp, 5L);
+            await().atMost(Duration.ofSeconds(10))
+                .untilAsserted(() -> assertThat(committedOffsets(kafka.cluster(), group)).containsEntry(tp, 5L));
 
             consumer.unbindTransactionSession();
             consumer.bindTransactionSession(two); // after unbinding, another session may take it

@@ -47,10 +47,15 @@ import static org.awaitility.Awaitility.await;
  */
 class TransactionalShareConsumerTest {
 
-    /** short acquisition locks (per group) so that expiry-driven redelivery takes seconds, not 30 s */
+    /**
+     * Short acquisition locks (set per group) so that expiry-driven redelivery takes seconds, not 30 s; a short share
+     * session timeout so that a killed member's assignment moves to the survivors after 6 s, not 45 s.
+     */
     @RegisterExtension
     static final KafkaClusterExtension kafka = KafkaClusterExtension.with(b -> b.brokers(1)
-        .brokerProperty("group.share.min.record.lock.duration.ms", "1000"));
+        .brokerProperty("group.share.min.record.lock.duration.ms", "1000")
+        .brokerProperty("group.share.min.session.timeout.ms", "6000")
+        .brokerProperty("group.share.session.timeout.ms", "6000"));
 
     private static TransactionSession session(String prefix) {
         TransactionSession session = new TransactionSession(sessionConfigs(kafka.cluster(),
@@ -303,6 +308,8 @@ class TransactionalShareConsumerTest {
             assertThat(child.awaitExit(Duration.ofSeconds(30))).isEqualTo(3);
         }
         assertThat(crashed).isNotEmpty();
+        long halted = System.nanoTime();
+        long crashedBack = -1;
 
         // a surviving worker drains the group, including the crashed transaction's records once their lock expires
         try (TransactionSession session = session("crash-share-survivor");
@@ -329,6 +336,9 @@ class TransactionalShareConsumerTest {
                 }
                 session.commitTransaction();
                 records.forEach(r -> done.add(r.value()));
+                if (crashedBack < 0 && done.containsAll(crashed)) {
+                    crashedBack = (System.nanoTime() - halted) / 1_000_000;
+                }
             }
         }
 
@@ -339,7 +349,9 @@ class TransactionalShareConsumerTest {
         assertThat(counts.values()).as("at most one duplicate per record").allMatch(c -> c <= 2);
         assertThat(crashed).as("only records of the crashed transaction are duplicated").containsAll(duplicated);
         System.out.printf("share crash test: crashed transaction held %d records; duplicates observed: %d %s "
-                + "(documented bound: %d)%n", crashed.size(), duplicated.size(), duplicated, crashed.size());
+                + "(documented bound: %d); crashed records processed again %d ms after the halt, test %d ms after it%n",
+                crashed.size(), duplicated.size(), duplicated, crashed.size(), crashedBack,
+                (System.nanoTime() - halted) / 1_000_000);
     }
 
     @Test
@@ -365,7 +377,7 @@ class TransactionalShareConsumerTest {
 
         try (TransactionSession one = session("share-misuse-1");
                 TransactionSession two = session("share-misuse-2");
-                TransactionalShareConsumer<String, String> a = shareConsumer(group, 100);
+                TransactionalShareConsumer<String, String> a = shareConsumer(group, 5);
                 TransactionalShareConsumer<String, String> b = shareConsumer(group, 100)) {
             a.bindTransactionSession(one);
             assertThatIllegalStateException().isThrownBy(() -> a.bindTransactionSession(two))
@@ -397,6 +409,15 @@ class TransactionalShareConsumerTest {
             assertThatIllegalStateException().isThrownBy(a::unbindTransactionSession)
                 .withMessageContaining("Commit or abort the transaction first");
             one.commitTransaction();
+
+            // a prepared transaction takes no more acknowledgements, and they may not bypass it either
+            ConsumerRecord<String, String> next = pollNonEmpty(a).iterator().next();
+            one.beginTransaction();
+            one.prepareTransaction();
+            assertThatIllegalStateException().isThrownBy(() -> a.acknowledge(next))
+                .withMessageContaining("is in state PREPARED")
+                .withMessageContaining("could acknowledge a record whose output is never committed");
+            one.abortTransaction();
         }
         try (TransactionSession three = session("share-misuse-3")) {
             assertThatIllegalStateException().isThrownBy(() -> three.addShareAcksToTransaction(group, List.of()))
