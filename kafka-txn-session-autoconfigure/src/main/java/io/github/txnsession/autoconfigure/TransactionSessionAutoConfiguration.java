@@ -15,6 +15,7 @@ import io.github.txnsession.spring.SessionTransactionCounters;
 import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.SessionTransactionObserver;
 import io.github.txnsession.spring.TransactionSessionPool;
+import io.github.txnsession.spring.TransactionalConsumerFactory;
 import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.config.SslConfigs;
@@ -54,6 +55,9 @@ import org.springframework.util.StringUtils;
  * <li>{@link SessionTransactionManager} {@code sessionTransactionManager}: drives {@code @Transactional} and, being
  * the application's only {@code KafkaAwareTransactionManager}, Boot's {@code @KafkaListener} containers;</li>
  * <li>{@link CurrentTransactionSession}: the session of the current transaction;</li>
+ * <li>{@link TransactionalConsumerFactory}: transactional consumers and share consumers (connection settings from
+ * {@code spring.kafka.consumer.*}) bound to the current transaction, for programmatic loops and
+ * {@link io.github.txnsession.spring.SessionShareListenerContainer}s;</li>
  * <li>{@link SessionTransactionCounters}, and with Actuator's health module / Micrometer on the classpath a health
  * indicator ({@code transactionSession}) and meters ({@code kafka.txn.session.*}).</li>
  * </ul>
@@ -142,6 +146,28 @@ public class TransactionSessionAutoConfiguration {
     @ConditionalOnMissingBean
     public CurrentTransactionSession currentTransactionSession(TransactionSessionPool pool) {
         return new CurrentTransactionSession(pool);
+    }
+
+    /** @return makes transactional (share) consumers for programmatic loops and share listener containers */
+    @Bean
+    @ConditionalOnMissingBean
+    public TransactionalConsumerFactory transactionalConsumerFactory(TransactionSessionPool pool,
+            KafkaProperties kafkaProperties, ObjectProvider<KafkaConnectionDetails> connectionDetails) {
+        Map<String, Object> configs = new HashMap<>(kafkaProperties.buildConsumerProperties());
+        KafkaConnectionDetails details = connectionDetails.getIfAvailable();
+        if (details != null) {
+            KafkaConnectionDetails.Configuration consumer = details.getConsumer();
+            configs.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, consumer.getBootstrapServers());
+            if (StringUtils.hasLength(consumer.getSecurityProtocol())) {
+                configs.put(CommonClientConfigs.SECURITY_PROTOCOL_CONFIG, consumer.getSecurityProtocol());
+            }
+            SslBundle sslBundle = consumer.getSslBundle();
+            if (sslBundle != null) {
+                configs.put(SslConfigs.SSL_ENGINE_FACTORY_CLASS_CONFIG, SslBundleSslEngineFactory.class);
+                configs.put(SslBundle.class.getName(), sslBundle);
+            }
+        }
+        return new TransactionalConsumerFactory(pool, configs);
     }
 
     static SessionProducerFactory<Object, Object> producerFactory(TransactionSessionPool pool,

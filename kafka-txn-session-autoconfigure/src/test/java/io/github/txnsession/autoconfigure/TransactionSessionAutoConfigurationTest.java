@@ -9,6 +9,7 @@ import io.github.txnsession.spring.CurrentTransactionSession;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.TransactionSessionPool;
+import io.github.txnsession.spring.TransactionalConsumerFactory;
 import org.apache.kafka.common.serialization.Serializer;
 import org.junit.jupiter.api.Test;
 
@@ -74,6 +75,7 @@ class TransactionSessionAutoConfigurationTest {
                 assertThat(manager.getDefaultTimeout()).isEqualTo(7);
                 assertThat(manager.getProducerFactory()).isSameAs(context.getBean(ProducerFactory.class));
                 assertThat(context).hasSingleBean(CurrentTransactionSession.class);
+                assertThat(context).hasSingleBean(TransactionalConsumerFactory.class);
                 assertThat(context).hasSingleBean(TransactionSessionHealthIndicator.class);
                 assertThat(context).hasSingleBean(TransactionSessionMetrics.class);
             });

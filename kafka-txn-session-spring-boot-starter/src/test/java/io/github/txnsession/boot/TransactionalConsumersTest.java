@@ -1,0 +1,227 @@
+package io.github.txnsession.boot;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.stream.Collectors;
+
+import io.github.txnsession.kafka.TransactionalConsumer;
+import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import io.github.txnsession.spring.SessionShareListenerContainer;
+import io.github.txnsession.spring.SessionTransactionManager;
+import io.github.txnsession.spring.TransactionalConsumerFactory;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+import org.springframework.boot.WebApplicationType;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.kafka.core.KafkaTemplate;
+import org.springframework.transaction.support.TransactionTemplate;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
+
+/**
+ * Consumers in Spring transactions: a programmatic loop with a {@link TransactionalConsumer} bound to each
+ * transaction, and a {@link SessionShareListenerContainer} over a share group whose acknowledgements apply on commit
+ * and whose rollbacks RELEASE the record for redelivery.
+ */
+class TransactionalConsumersTest {
+
+    @RegisterExtension
+    static final KafkaClusterExtension kafka = KafkaClusterExtension.with(b -> b.brokers(1)
+        .brokerProperty("group.share.min.record.lock.duration.ms", "1000"));
+
+    static final String LOOP_IN = "loop-in";
+    static final String LOOP_OUT = "loop-out";
+    static final String TASKS = "tasks";
+    static final String RESULTS = "results";
+    static final String SHARE_GROUP = "workers";
+    static final int TASK_COUNT = 40;
+    static final int FAIL_EVERY = 10;
+
+    static ConfigurableApplicationContext context;
+
+    @BeforeAll
+    static void start() throws Exception {
+        kafka.cluster().createTopics(1, LOOP_IN, LOOP_OUT, TASKS, RESULTS);
+        kafka.cluster().admin().incrementalAlterConfigs(Map.of(
+                new ConfigResource(ConfigResource.Type.GROUP, SHARE_GROUP),
+                List.of(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                        AlterConfigOp.OpType.SET),
+                        // a short lock, so that a record whose acknowledgement was lost would come back quickly
+                        new AlterConfigOp(new ConfigEntry("share.record.lock.duration.ms", "2000"),
+                                AlterConfigOp.OpType.SET))))
+            .all().get(30, TimeUnit.SECONDS);
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(kafka.cluster().clientConfigs(),
+                new StringSerializer(), new StringSerializer())) {
+            for (int i = 0; i < TASK_COUNT; i++) {
+                producer.send(new ProducerRecord<>(TASKS, String.format("t-%02d", i), "task " + i));
+            }
+            for (int i = 0; i < 20; i++) {
+                producer.send(new ProducerRecord<>(LOOP_IN, String.format("l-%02d", i), "line " + i));
+            }
+        }
+        context = new SpringApplicationBuilder(App.class)
+            .web(WebApplicationType.NONE)
+            .properties("spring.main.banner-mode=off",
+                    "spring.kafka.bootstrap-servers=" + kafka.bootstrapServers(),
+                    "spring.kafka.consumer.auto-offset-reset=earliest",
+                    "kafka.txn-session.transactional-id-prefix=consumers-test-",
+                    "kafka.txn-session.pool-size=3")
+            .run();
+    }
+
+    @AfterAll
+    static void stop() {
+        if (context != null) {
+            context.close();
+        }
+    }
+
+    @Test
+    void aProgrammaticLoopCommitsOffsetsWithItsOutputAndRewindsOnRollback() {
+        TransactionalConsumerFactory consumers = context.getBean(TransactionalConsumerFactory.class);
+        KafkaTemplate<Object, Object> template = context.getBean(KafkaTemplate.class);
+        TransactionTemplate transactions = new TransactionTemplate(context.getBean(SessionTransactionManager.class));
+        AtomicBoolean failedOnce = new AtomicBoolean();
+        List<String> processed = new ArrayList<>();
+        try (TransactionalConsumer<String, String> consumer = consumers.createConsumer("loop-group",
+                new StringDeserializer(), new StringDeserializer())) {
+            assertThatThrownBy(() -> consumers.bindToCurrentTransaction(consumer))
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("No transaction session");
+            consumer.subscribe(List.of(LOOP_IN));
+            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+            while (committedOffset("loop-group", LOOP_IN) < 20 && System.nanoTime() < deadline) {
+                try {
+                    transactions.executeWithoutResult(status -> {
+                        consumers.bindToCurrentTransaction(consumer);
+                        for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                            template.send(LOOP_OUT, r.key(), r.value().toUpperCase());
+                            processed.add(r.key());
+                            if (r.key().equals("l-07") && failedOnce.compareAndSet(false, true)) {
+                                throw new IllegalStateException("injected failure after sending l-07");
+                            }
+                        }
+                    });
+                }
+                catch (IllegalStateException ex) {
+                    assertThat(ex).hasMessageContaining("injected failure");
+                }
+            }
+            assertThat(consumer.transactionSession()).as("unbound after each transaction").isNull();
+        }
+        assertThat(failedOnce).isTrue();
+        assertThat(processed.stream().filter("l-07"::equals)).hasSize(2); // rewound and processed again
+        List<ConsumerRecord<String, String>> out = CommittedReader.readToEnd(kafka.bootstrapServers(), LOOP_OUT, true);
+        assertThat(out).extracting(ConsumerRecord::key).hasSize(20).doesNotHaveDuplicates();
+    }
+
+    @Test
+    void shareListenerAcknowledgesOnCommitAndReleasesOnRollback() throws Exception {
+        ShareWorker worker = context.getBean(ShareWorker.class);
+        @SuppressWarnings("unchecked")
+        SessionShareListenerContainer<String, String> container = context.getBean(SessionShareListenerContainer.class);
+        int injected = TASK_COUNT / FAIL_EVERY;
+        await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
+            .until(() -> container.committedRecords() == TASK_COUNT);
+        // acknowledgements were applied at commit: for two lock durations no record comes back
+        await().during(Duration.ofSeconds(4)).atMost(Duration.ofSeconds(6)).pollInterval(Duration.ofMillis(200))
+            .until(() -> container.committedRecords() == TASK_COUNT
+                    && worker.deliveries().values().stream().mapToInt(Integer::intValue).sum()
+                            == TASK_COUNT + injected);
+        List<ConsumerRecord<String, String>> results = CommittedReader.readToEnd(kafka.bootstrapServers(), RESULTS,
+                true);
+        Map<String, Long> perKey = results.stream()
+            .collect(Collectors.groupingBy(ConsumerRecord::key, Collectors.counting()));
+        assertThat(perKey).hasSize(TASK_COUNT);
+        assertThat(perKey.values()).allMatch(n -> n == 1L);
+        assertThat(worker.deliveries().entrySet().stream().filter(e -> e.getValue() == 2).map(Map.Entry::getKey))
+            .hasSize(injected).allMatch(k -> Integer.parseInt(k.substring(2)) % FAIL_EVERY == 0);
+        assertThat(container.rolledBackRecords()).isEqualTo(injected);
+        assertThat(container.committedRecords()).isEqualTo(TASK_COUNT);
+        // the rolled-back attempts did write, and were aborted
+        assertThat(CommittedReader.readToEnd(kafka.bootstrapServers(), RESULTS, false))
+            .hasSizeGreaterThanOrEqualTo(TASK_COUNT + injected);
+    }
+
+    private static long committedOffset(String group, String topic) {
+        try {
+            OffsetAndMetadata o = kafka.cluster().admin().listConsumerGroupOffsets(group)
+                .partitionsToOffsetAndMetadata().get().get(new TopicPartition(topic, 0));
+            return o == null ? 0 : o.offset();
+        }
+        catch (Exception ex) {
+            throw new IllegalStateException(ex);
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    @EnableAutoConfiguration
+    static class App {
+
+        @Bean
+        ShareWorker shareWorker(KafkaTemplate<Object, Object> template) {
+            return new ShareWorker(template);
+        }
+
+        @Bean
+        SessionShareListenerContainer<String, String> workers(TransactionalConsumerFactory consumers,
+                SessionTransactionManager transactionManager, ShareWorker worker) {
+            SessionShareListenerContainer<String, String> container = new SessionShareListenerContainer<>("workers",
+                    consumers, transactionManager, SHARE_GROUP, List.of(TASKS), StringDeserializer::new,
+                    StringDeserializer::new, worker::onTask);
+            container.setPollTimeout(Duration.ofMillis(200));
+            return container;
+        }
+    }
+
+    /** The application's share-group worker: produce a result, fail once on every tenth task. */
+    static class ShareWorker {
+
+        private final KafkaTemplate<Object, Object> template;
+        private final Map<String, Integer> deliveries = new ConcurrentHashMap<>();
+        private final Set<String> failed = ConcurrentHashMap.newKeySet();
+
+        ShareWorker(KafkaTemplate<Object, Object> template) {
+            this.template = template;
+        }
+
+        AcknowledgeType onTask(ConsumerRecord<String, String> task) {
+            int delivery = this.deliveries.merge(task.key(), 1, Integer::sum);
+            this.template.send(RESULTS, task.key(), "done: " + task.value());
+            if (Integer.parseInt(task.key().substring(2)) % FAIL_EVERY == 0 && this.failed.add(task.key())) {
+                this.template.flush();
+                throw new IllegalStateException("injected failure on " + task.key() + " (delivery " + delivery + ")");
+            }
+            return AcknowledgeType.ACCEPT;
+        }
+
+        Map<String, Integer> deliveries() {
+            return this.deliveries;
+        }
+    }
+}

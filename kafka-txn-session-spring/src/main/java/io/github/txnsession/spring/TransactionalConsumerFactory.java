@@ -1,0 +1,157 @@
+package io.github.txnsession.spring;
+
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Objects;
+
+import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.kafka.TransactionalConsumer;
+import io.github.txnsession.kafka.TransactionalShareConsumer;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.serialization.Deserializer;
+
+import org.springframework.transaction.support.TransactionSynchronization;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
+/**
+ * Makes {@link TransactionalConsumer}s and {@link TransactionalShareConsumer}s for programmatic loops, and binds
+ * them to the session of the current {@link SessionTransactionManager} transaction:
+ *
+ * <pre>{@code
+ * TransactionalConsumer<String, String> consumer = consumers.createConsumer("billing", keys, values);
+ * consumer.subscribe(List.of("orders"));
+ * while (running) {
+ *     transactionTemplate.executeWithoutResult(status -> {
+ *         consumers.bindToCurrentTransaction(consumer);      // unbound again when the transaction ends
+ *         for (var record : consumer.poll(Duration.ofMillis(500))) {
+ *             template.send("invoices", record.key(), invoice(record.value()));
+ *         }
+ *     });                                                   // offsets commit with the invoices, or both abort
+ * }
+ * }</pre>
+ *
+ * <p>Guarantees: a bound consumer's positions (or share acknowledgements) join the transaction it was bound in and
+ * no other; it is unbound after that transaction completes, so the next transaction (possibly on another session of
+ * the pool) binds it afresh. Consumers are created with {@code isolation.level=read_committed} and auto-commit off.
+ * Not guaranteed: a consumer is for one thread, like any Kafka consumer; the caller closes it.
+ */
+public class TransactionalConsumerFactory {
+
+    private final TransactionSessionPool pool;
+    private final Map<String, Object> consumerConfigs;
+
+    /**
+     * @param pool the pool of the transaction manager whose transactions consumers are bound to
+     * @param consumerConfigs consumer configs ({@code bootstrap.servers}, security, tuning); share consumers take only
+     *        the connection settings from them ({@code bootstrap.*}, {@code security.*}, {@code ssl.*},
+     *        {@code sasl.*}, {@code client.*})
+     */
+    public TransactionalConsumerFactory(TransactionSessionPool pool, Map<String, ?> consumerConfigs) {
+        this.pool = Objects.requireNonNull(pool, "pool");
+        this.consumerConfigs = Map.copyOf(new HashMap<>(Objects.requireNonNull(consumerConfigs, "consumerConfigs")));
+    }
+
+    /**
+     * @return a new consumer of group {@code groupId} (read_committed, no auto-commit); subscribe or assign it, then
+     *         bind it in each transaction with {@link #bindToCurrentTransaction(TransactionalConsumer)}
+     */
+    public <K, V> TransactionalConsumer<K, V> createConsumer(String groupId, Deserializer<K> keyDeserializer,
+            Deserializer<V> valueDeserializer) {
+        Map<String, Object> configs = new HashMap<>(this.consumerConfigs);
+        configs.put(ConsumerConfig.GROUP_ID_CONFIG, Objects.requireNonNull(groupId, "groupId"));
+        configs.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        configs.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        configs.remove(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG);
+        configs.remove(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG);
+        return new TransactionalConsumer<>(new KafkaConsumer<>(configs, keyDeserializer, valueDeserializer));
+    }
+
+    /**
+     * @return a new share consumer of share group {@code groupId}, in explicit acknowledgement mode
+     */
+    public <K, V> TransactionalShareConsumer<K, V> createShareConsumer(String groupId,
+            Deserializer<K> keyDeserializer, Deserializer<V> valueDeserializer) {
+        Map<String, Object> configs = shareConsumerConfigs();
+        configs.put(ConsumerConfig.GROUP_ID_CONFIG, Objects.requireNonNull(groupId, "groupId"));
+        return new TransactionalShareConsumer<>(configs, keyDeserializer, valueDeserializer);
+    }
+
+    /** @return the connection settings of the consumer configs, which share consumers accept */
+    Map<String, Object> shareConsumerConfigs() {
+        Map<String, Object> configs = new HashMap<>();
+        this.consumerConfigs.forEach((key, value) -> {
+            if (key.startsWith("bootstrap.") || key.startsWith("security.") || key.startsWith("ssl.")
+                    || key.startsWith("sasl.") || key.startsWith("client.")
+                    || key.equals("org.springframework.boot.ssl.SslBundle")) {
+                configs.put(key, value);
+            }
+        });
+        return configs;
+    }
+
+    /**
+     * Binds {@code consumer} to the session of the current transaction until that transaction completes.
+     *
+     * @return the consumer
+     * @throws IllegalStateException outside a session transaction, or if the consumer is bound elsewhere
+     */
+    public <K, V> TransactionalConsumer<K, V> bindToCurrentTransaction(TransactionalConsumer<K, V> consumer) {
+        TransactionSession session = currentSession();
+        TransactionSession previous = consumer.transactionSession();
+        if (previous == session) {
+            return consumer;
+        }
+        if (previous != null) {
+            consumer.unbindTransactionSession(); // left bound by a transaction whose end could not unbind it
+        }
+        consumer.bindTransactionSession(session);
+        unbindAfterCompletion(consumer::unbindTransactionSession);
+        return consumer;
+    }
+
+    /**
+     * Binds {@code consumer} to the session of the current transaction until that transaction completes: its
+     * acknowledgements are applied after the commit, and an abort releases its records.
+     *
+     * @return the consumer
+     * @throws IllegalStateException outside a session transaction, or if the consumer is bound elsewhere
+     */
+    public <K, V> TransactionalShareConsumer<K, V> bindToCurrentTransaction(
+            TransactionalShareConsumer<K, V> consumer) {
+        TransactionSession session = currentSession();
+        TransactionSession previous = consumer.transactionSession();
+        if (previous == session) {
+            return consumer;
+        }
+        if (previous != null) {
+            consumer.unbindTransactionSession(); // left bound by a transaction whose end could not unbind it
+        }
+        consumer.bindTransactionSession(session);
+        unbindAfterCompletion(consumer::unbindTransactionSession);
+        return consumer;
+    }
+
+    private TransactionSession currentSession() {
+        SessionResourceHolder holder = SessionResourceHolder.current(this.pool);
+        if (holder == null) {
+            throw new IllegalStateException("No transaction session is bound to thread '"
+                    + Thread.currentThread().getName() + "': bind consumers inside a transaction of the "
+                    + "SessionTransactionManager over pool " + this.pool + " (@Transactional or TransactionTemplate)");
+        }
+        return holder.session();
+    }
+
+    private static void unbindAfterCompletion(Runnable unbind) {
+        if (!TransactionSynchronizationManager.isSynchronizationActive()) {
+            throw new IllegalStateException("Transaction synchronization is not active, so the consumer could not be "
+                    + "unbound when the transaction ends; keep the transaction manager's synchronization on");
+        }
+        TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+            @Override
+            public void afterCompletion(int status) {
+                unbind.run();
+            }
+        });
+    }
+}
