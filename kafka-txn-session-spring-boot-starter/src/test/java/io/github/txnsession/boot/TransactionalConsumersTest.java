@@ -12,6 +12,7 @@ import java.util.stream.Collectors;
 
 import io.github.txnsession.kafka.TransactionalConsumer;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import io.github.txnsession.spring.CurrentTransactionSession;
 import io.github.txnsession.spring.SessionShareListenerContainer;
 import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.TransactionalConsumerFactory;
@@ -112,6 +113,9 @@ class TransactionalConsumersTest {
         try (TransactionalConsumer<String, String> consumer = consumers.createConsumer("loop-group",
                 new StringDeserializer(), new StringDeserializer())) {
             assertThatThrownBy(() -> consumers.bindToCurrentTransaction(consumer))
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("No transaction session");
+            assertThatThrownBy(() -> context.getBean(CurrentTransactionSession.class)
+                .addShareAcksToTransaction(SHARE_GROUP, List.of()))
                 .isInstanceOf(IllegalStateException.class).hasMessageContaining("No transaction session");
             consumer.subscribe(List.of(LOOP_IN));
             long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();

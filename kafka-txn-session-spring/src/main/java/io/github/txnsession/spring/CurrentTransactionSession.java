@@ -1,10 +1,12 @@
 package io.github.txnsession.spring;
 
+import java.util.Collection;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 
 import io.github.txnsession.kafka.SessionState;
+import io.github.txnsession.kafka.ShareAcknowledgement;
 import io.github.txnsession.kafka.TransactionSession;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -19,7 +21,8 @@ import org.apache.kafka.common.TopicPartition;
  * <p>Why an accessor and not a {@code TransactionSession} proxy: {@link TransactionSession} is a final class (its
  * thread-safety and state machine must not be overridden), so it cannot be proxied by subclassing, and it implements
  * no interface to proxy instead. This type offers the calls that make sense inside a managed transaction (identity,
- * {@link #prepareTransaction()}, {@link #heartbeat()}, {@link #sendOffsetsToTransaction}), and {@link #get()} for
+ * {@link #prepareTransaction()}, {@link #heartbeat()}, {@link #sendOffsetsToTransaction},
+ * {@link #addShareAcksToTransaction}), and {@link #get()} for
  * everything else the session offers. It does not offer begin, commit, abort or close: the transaction manager
  * drives those.
  *
@@ -101,6 +104,16 @@ public final class CurrentTransactionSession {
     public void sendOffsetsToTransaction(Map<TopicPartition, OffsetAndMetadata> offsets,
             ConsumerGroupMetadata groupMetadata) {
         get().sendOffsetsToTransaction(offsets, groupMetadata);
+    }
+
+    /**
+     * Adds share-group acknowledgements to the current transaction (see
+     * {@link TransactionSession#addShareAcksToTransaction}): they are applied after it commits and dropped (the
+     * records released) if it aborts. A {@link io.github.txnsession.kafka.TransactionalShareConsumer} bound to the
+     * session does this by itself; this is for acknowledgements managed by hand.
+     */
+    public void addShareAcksToTransaction(String groupId, Collection<ShareAcknowledgement> acks) {
+        get().addShareAcksToTransaction(groupId, acks);
     }
 
     @Override
