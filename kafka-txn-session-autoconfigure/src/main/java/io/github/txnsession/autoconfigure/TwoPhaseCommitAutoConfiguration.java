@@ -1,0 +1,122 @@
+package io.github.txnsession.autoconfigure;
+
+import java.time.Duration;
+
+import javax.sql.DataSource;
+
+import io.github.txnsession.spring.SessionProducerFactory;
+import io.github.txnsession.spring.TransactionSessionPool;
+import io.github.txnsession.spring.jdbc.CommitPhaseListener;
+import io.github.txnsession.spring.jdbc.DecisionLog;
+import io.github.txnsession.spring.jdbc.JdbcKafkaTransactionManager;
+import io.github.txnsession.spring.jdbc.LostTransactionHandler;
+import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.kafka.transaction.KafkaAwareTransactionManager;
+
+/**
+ * Auto-configuration of the JDBC two-phase commit, active with {@code kafka.txn-session.jdbc.enabled=true} when the
+ * application has a {@link DataSource}. Registers, each only when the application defines none of its own:
+ * <ul>
+ * <li>{@link DecisionLog} (table {@code kafka.txn-session.jdbc.table}, created at startup unless
+ * {@code initialize-schema=false});</li>
+ * <li>{@link TwoPhaseRecovery} for the session pool's prefix, run at startup before any session is handed out, told
+ * about lost transactions through a {@link LostTransactionHandler} bean if there is one;</li>
+ * <li>{@link JdbcKafkaTransactionManager} {@code transactionManager}, in place of both the plain session transaction
+ * manager and Boot's {@code DataSourceTransactionManager}, so {@code @Transactional} spans JDBC and Kafka;</li>
+ * <li>with Actuator: health {@code kafkaTxnRecovery} (DOWN while lost transactions are unresolved), endpoint
+ * {@code txnsessionrecovery} (read the last report, run recovery on demand) and recovery meters.</li>
+ * </ul>
+ * A prepared Kafka transaction still times out on the broker after {@code transaction.timeout.ms} (Kafka-native 2PC,
+ * KIP-939, is not available on released brokers): in this mode the sessions default to the broker's
+ * {@code transaction.max.timeout.ms} (see {@code kafka.txn-session.transaction-timeout}), and startup warns when
+ * the timeout leaves recovery little time.
+ */
+@AutoConfiguration(before = TransactionSessionAutoConfiguration.class,
+        afterName = "org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration",
+        beforeName = { "org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration",
+                "org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration" })
+@ConditionalOnClass({ JdbcKafkaTransactionManager.class, JdbcTemplate.class, TransactionSessionPool.class })
+@ConditionalOnBooleanProperty(name = "kafka.txn-session.jdbc.enabled")
+@ConditionalOnBean(DataSource.class)
+@EnableConfigurationProperties(TwoPhaseCommitProperties.class)
+@Import(TwoPhaseRecoveryActuatorConfiguration.class)
+public class TwoPhaseCommitAutoConfiguration {
+
+    private static final Logger log = LoggerFactory.getLogger(TwoPhaseCommitAutoConfiguration.class);
+
+    /** Transaction timeouts below this leave recovery after a crash little time; startup warns. */
+    static final Duration SHORT_TIMEOUT = Duration.ofMinutes(5);
+
+    /** @return the decision log table */
+    @Bean
+    @ConditionalOnMissingBean
+    public DecisionLog decisionLog(TwoPhaseCommitProperties properties) {
+        return new DecisionLog(properties.getTable());
+    }
+
+    /** @return recovery for the pool's prefix */
+    @Bean
+    @ConditionalOnMissingBean
+    public TwoPhaseRecovery twoPhaseRecovery(DataSource dataSource, DecisionLog decisionLog,
+            TransactionSessionPool pool, ObjectProvider<LostTransactionHandler> lostHandler) {
+        return new TwoPhaseRecovery(dataSource, decisionLog, pool.transactionalIdPrefix(), pool.size(),
+                pool.sessionConfigs(), lostHandler.getIfAvailable());
+    }
+
+    /** @return the transaction manager for the DataSource and Kafka */
+    @Bean
+    @ConditionalOnMissingBean(KafkaAwareTransactionManager.class)
+    public JdbcKafkaTransactionManager transactionManager(TransactionSessionPool pool,
+            SessionProducerFactory<Object, Object> producerFactory, DataSource dataSource, DecisionLog decisionLog,
+            TwoPhaseRecovery recovery, TransactionSessionProperties sessionProperties,
+            ObjectProvider<CommitPhaseListener> phaseListeners) {
+        JdbcKafkaTransactionManager manager = new JdbcKafkaTransactionManager(pool, producerFactory, dataSource,
+                decisionLog, recovery);
+        if (sessionProperties.getDefaultTimeout() != null) {
+            manager.setDefaultTimeout((int) Math.max(1, sessionProperties.getDefaultTimeout().toSeconds()));
+        }
+        manager.setCommitPhaseListeners(phaseListeners.orderedStream().toList());
+        return manager;
+    }
+
+    /** @return creates the table and recovers at startup, before listener containers start */
+    @Bean
+    public SmartInitializingSingleton twoPhaseCommitStartup(TwoPhaseCommitProperties properties, DataSource dataSource,
+            DecisionLog decisionLog, TwoPhaseRecovery recovery, TransactionSessionPool pool) {
+        return () -> {
+            if (properties.isInitializeSchema()) {
+                decisionLog.createTableIfMissing(dataSource);
+            }
+            warnIfTimeoutIsShort(pool);
+            if (properties.isRecoverOnStartup()) {
+                recovery.ensureRecovered();
+            }
+        };
+    }
+
+    private static void warnIfTimeoutIsShort(TransactionSessionPool pool) {
+        Object configured = pool.sessionConfigs().get(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG);
+        long timeoutMs = configured == null ? 60_000 : Long.parseLong(configured.toString());
+        if (timeoutMs < SHORT_TIMEOUT.toMillis()) {
+            log.warn("Two-phase commit with transaction.timeout.ms={}: after a crash between the database commit and "
+                    + "the Kafka commit, recovery must run within {} ms or the Kafka side is lost (reported, never "
+                    + "silent). Set kafka.txn-session.transaction-timeout closer to the broker's "
+                    + "transaction.max.timeout.ms (15 minutes by default).", timeoutMs, timeoutMs);
+        }
+    }
+}
