@@ -90,6 +90,15 @@ public class TransactionSessionAutoConfiguration {
         String prefix = resolvePrefix(properties, kafkaProperties, environment);
         Map<String, Object> configs = producerConfigs(kafkaProperties, connectionDetails.getIfAvailable());
         map(configs, ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, properties.getTransactionTimeout());
+        if (!configs.containsKey(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG)
+                && !properties.getProperties().containsKey(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG)
+                && environment.getProperty(TwoPhaseCommitProperties.PREFIX + ".enabled", Boolean.class, false)) {
+            // two-phase commit: a prepared transaction must survive until recovery, so ask for the broker's maximum
+            Duration max = BrokerTransactionTimeout.discover(configs, Duration.ofSeconds(10));
+            configs.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(max.toMillis()));
+            log.info("Two-phase commit: transaction.timeout.ms defaults to the broker's transaction.max.timeout.ms, "
+                    + "{} ms", max.toMillis());
+        }
         configs.put(TransactionSessionConfig.HEARTBEAT_INTERVAL_MS, properties.getHeartbeatInterval().toMillis());
         configs.put(TransactionSessionConfig.CLOSE_TIMEOUT_MS, properties.getCloseTimeout().toMillis());
         map(configs, TransactionSessionConfig.COORDINATOR_TIMEOUT_MS, properties.getCoordinatorTimeout());
@@ -227,7 +236,8 @@ public class TransactionSessionAutoConfiguration {
 
     private static void map(Map<String, Object> configs, String key, @Nullable Duration value) {
         if (value != null) {
-            configs.put(key, value.toMillis());
+            // as text: Kafka parses it for the key's own type (transaction.timeout.ms is an int, a Long fails)
+            configs.put(key, String.valueOf(value.toMillis()));
         }
     }
 }

@@ -63,7 +63,7 @@ class TransactionSessionAutoConfigurationTest {
                 assertThat(pool.transactionalIdPrefix()).isEqualTo("orders-");
                 assertThat(pool.size()).isEqualTo(3);
                 assertThat(pool.snapshot().initialized()).isZero(); // lazy: nothing connected yet
-                assertThat(pool.sessionConfigs()).containsEntry("transaction.timeout.ms", 20_000L)
+                assertThat(pool.sessionConfigs()).containsEntry("transaction.timeout.ms", "20000")
                     .containsEntry("linger.ms", "5")
                     .containsEntry("bootstrap.servers", List.of("localhost:1"));
                 assertThat(context).hasSingleBean(SessionProducerFactory.class);

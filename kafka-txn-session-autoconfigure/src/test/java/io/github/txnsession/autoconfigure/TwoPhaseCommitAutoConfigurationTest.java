@@ -64,6 +64,9 @@ class TwoPhaseCommitAutoConfigurationTest {
             assertThat(context).hasNotFailed();
             assertThat(context.getBean(PlatformTransactionManager.class))
                 .isInstanceOf(JdbcKafkaTransactionManager.class);
+            // 2PC mode: sessions ask for the broker's transaction.max.timeout.ms (15 minutes by default)
+            assertThat(context.getBean(io.github.txnsession.spring.TransactionSessionPool.class).sessionConfigs())
+                .containsEntry("transaction.timeout.ms", "900000");
             JdbcTemplate jdbc = new JdbcTemplate(context.getBean(javax.sql.DataSource.class));
             jdbc.execute("CREATE TABLE orders (id VARCHAR(32) PRIMARY KEY)");
             @SuppressWarnings("unchecked")
