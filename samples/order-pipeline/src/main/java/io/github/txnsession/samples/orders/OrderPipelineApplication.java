@@ -1,16 +1,19 @@
 package io.github.txnsession.samples.orders;
 
+import io.github.txnsession.samples.support.EmbeddedKafkaConfiguration;
 import org.apache.kafka.clients.admin.NewTopic;
 
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
 
 /**
  * The order pipeline. Run it with {@code ./mvnw -pl samples/order-pipeline -am spring-boot:run}; without
  * {@code spring.kafka.bootstrap-servers} it starts an embedded Kafka broker ({@link EmbeddedKafkaConfiguration}).
  */
 @SpringBootApplication(proxyBeanMethods = false)
+@Import(EmbeddedKafkaConfiguration.class)
 public class OrderPipelineApplication {
 
     /** Orders placed through the REST endpoint. */

@@ -1,4 +1,4 @@
-package io.github.txnsession.samples.orders;
+package io.github.txnsession.samples.support;
 
 import java.util.List;
 
@@ -14,25 +14,31 @@ import org.springframework.context.annotation.Configuration;
 /**
  * Starts a real, in-process Kafka broker (KRaft, one node) when {@code spring.kafka.bootstrap-servers} is not set,
  * and points every Kafka client of the application at it through a {@link KafkaConnectionDetails} bean. With the
- * property set, this configuration is skipped and the configured brokers are used. The broker stops with the
- * application, after the clients that use it.
+ * property set, this configuration is skipped and the configured brokers are used. A sample imports it with
+ * {@code @Import(EmbeddedKafkaConfiguration.class)} on its application class.
+ *
+ * <p>Guarantees: the broker is up before any bean that needs {@link KafkaConnectionDetails} is created, and it stops
+ * with the application, after the clients that use it. Not guaranteed: anything surviving a restart: the broker keeps
+ * its data in a temporary directory that is deleted when the JVM exits.
  */
 @Configuration(proxyBeanMethods = false)
 @ConditionalOnExpression("'${spring.kafka.bootstrap-servers:}'.isEmpty()")
-class EmbeddedKafkaConfiguration {
+public class EmbeddedKafkaConfiguration {
 
     private static final Logger log = LoggerFactory.getLogger(EmbeddedKafkaConfiguration.class);
 
+    /** @return a started one-broker cluster, closed with the application context */
     @Bean(destroyMethod = "close")
-    EmbeddedKafkaCluster embeddedKafkaCluster() {
+    public EmbeddedKafkaCluster embeddedKafkaCluster() {
         EmbeddedKafkaCluster cluster = EmbeddedKafkaCluster.builder().brokers(1).start();
         log.info("No spring.kafka.bootstrap-servers configured: started an embedded Kafka broker at {}",
                 cluster.bootstrapServers());
         return cluster;
     }
 
+    /** @return connection details naming the embedded broker, used by Boot's Kafka clients and the starter */
     @Bean
-    KafkaConnectionDetails kafkaConnectionDetails(EmbeddedKafkaCluster cluster) {
+    public KafkaConnectionDetails kafkaConnectionDetails(EmbeddedKafkaCluster cluster) {
         return () -> List.of(cluster.bootstrapServers());
     }
 }
