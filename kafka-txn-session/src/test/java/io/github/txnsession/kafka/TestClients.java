@@ -38,28 +38,7 @@ final class TestClients {
 
     /** Reads every committed record of the topics from the beginning up to the last stable offset. */
     static List<ConsumerRecord<String, String>> readCommitted(EmbeddedKafkaCluster kafka, String... topics) {
-        Map<String, Object> configs = kafka.clientConfigs();
-        configs.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
-        configs.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
-        List<ConsumerRecord<String, String>> out = new ArrayList<>();
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(configs, new StringDeserializer(),
-                new StringDeserializer())) {
-            List<TopicPartition> partitions = new ArrayList<>();
-            for (String topic : topics) {
-                consumer.partitionsFor(topic).forEach(p -> partitions.add(new TopicPartition(topic, p.partition())));
-            }
-            consumer.assign(partitions);
-            consumer.seekToBeginning(partitions);
-            Map<TopicPartition, Long> end = consumer.endOffsets(partitions);
-            long deadline = System.currentTimeMillis() + 30_000;
-            while (!reached(consumer, end)) {
-                if (System.currentTimeMillis() > deadline) {
-                    throw new AssertionError("Could not read up to " + end + " within 30 s");
-                }
-                consumer.poll(Duration.ofMillis(100)).forEach(out::add);
-            }
-        }
-        return out;
+        return kafka.readCommitted(topics);
     }
 
     /** Consumer configs for exactly-once reading: group, read_committed, no auto commit, from the beginning. */
@@ -139,14 +118,5 @@ final class TestClients {
 
     static List<String> values(Collection<ConsumerRecord<String, String>> records) {
         return records.stream().map(ConsumerRecord::value).collect(Collectors.toList());
-    }
-
-    private static boolean reached(KafkaConsumer<?, ?> consumer, Map<TopicPartition, Long> end) {
-        for (Map.Entry<TopicPartition, Long> e : end.entrySet()) {
-            if (consumer.position(e.getKey()) < e.getValue()) {
-                return false;
-            }
-        }
-        return true;
     }
 }
