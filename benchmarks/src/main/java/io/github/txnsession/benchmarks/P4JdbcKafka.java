@@ -1,0 +1,172 @@
+package io.github.txnsession.benchmarks;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+
+import javax.sql.DataSource;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import io.github.txnsession.spring.SessionProducerFactory;
+import io.github.txnsession.spring.TransactionSessionPool;
+import io.github.txnsession.spring.jdbc.DecisionLog;
+import io.github.txnsession.spring.jdbc.JdbcKafkaTransactionManager;
+import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.kafka.core.DefaultKafkaProducerFactory;
+import org.springframework.kafka.core.KafkaTemplate;
+import org.springframework.transaction.support.TransactionTemplate;
+
+/**
+ * P4, JDBC + Kafka: one row and one event per transaction, single thread, timed runs, on H2 (in memory) and on a
+ * real PostgreSQL (zonky embedded binaries). Both competitors use the same HikariCP pool and the same producer
+ * settings. Measures transactions/s and transaction latency (p50/p99).
+ * <ul>
+ * <li>a) spring-kafka best-effort 1PC: {@code DataSourceTransactionManager}, and a {@code KafkaTemplate} over a
+ * transactional producer factory, whose Kafka transaction is synchronized with the JDBC one (committed right after
+ * it; a crash in between loses the event);</li>
+ * <li>b) our {@code JdbcKafkaTransactionManager}: two-phase commit with a decision log (prepare Kafka, write the
+ * decision with the row, commit JDBC, commit Kafka, clear the decision).</li>
+ * </ul>
+ */
+final class P4JdbcKafka {
+
+    static final String S = "P4";
+
+    private final Bench bench;
+    private final String topic = "p4-out";
+
+    P4JdbcKafka(Bench bench) {
+        this.bench = bench;
+    }
+
+    interface Competitor extends AutoCloseable {
+        void transaction(String id);
+
+        @Override
+        void close();
+    }
+
+    void run() throws Exception {
+        this.bench.results.layout(S, "JDBC + Kafka, one row + one event per transaction (transactions/s; latency ms)",
+                "tx_per_s", "latency_p50_ms", "latency_p99_ms");
+        this.bench.kafka.createTopic(this.topic, 1);
+        try (HikariDataSource h2 = pool("jdbc:h2:mem:p4bench;DB_CLOSE_DELAY=-1", "sa", "")) {
+            runOn("H2", h2);
+        }
+        try (EmbeddedPostgres pg = EmbeddedPostgres.builder().start();
+                HikariDataSource ds = pool(pg.getJdbcUrl("postgres", "postgres"), "postgres", "postgres")) {
+            runOn("PostgreSQL", ds);
+        }
+    }
+
+    private static HikariDataSource pool(String url, String user, String password) {
+        HikariConfig config = new HikariConfig();
+        config.setJdbcUrl(url);
+        config.setUsername(user);
+        config.setPassword(password);
+        config.setMaximumPoolSize(4);
+        return new HikariDataSource(config);
+    }
+
+    private void runOn(String db, DataSource ds) throws Exception {
+        JdbcTemplate jdbc = new JdbcTemplate(ds);
+        jdbc.execute("CREATE TABLE IF NOT EXISTS p4_events (id VARCHAR(64) PRIMARY KEY, payload VARCHAR(200))");
+        new DecisionLog().createTableIfMissing(ds);
+        String caseName = db;
+        String[] names = { "spring-kafka best-effort 1PC (DataSourceTransactionManager + synchronized KafkaTemplate)",
+                "JdbcKafkaTransactionManager 2PC" };
+        List<String> keys = List.of("a", "b");
+        Competitor[] all = { bestEffort(db, ds, jdbc), twoPhase(db, ds, jdbc) };
+        long seq = 0;
+        try {
+            for (int rep = this.bench.firstRep(); rep < this.bench.profile.repetitions(); rep++) {
+                for (int i : Bench.rotated(List.of(0, 1), rep)) {
+                    Latencies lat = new Latencies();
+                    long n = 0;
+                    long t0 = System.nanoTime();
+                    long deadline = t0 + this.bench.profile.p4Run().toNanos();
+                    long now = t0;
+                    while (now < deadline) {
+                        long s = System.nanoTime();
+                        all[i].transaction(db + "-" + keys.get(i) + "-" + seq++);
+                        now = System.nanoTime();
+                        lat.add(now - s);
+                        n++;
+                    }
+                    Map<String, Double> m = Map.of("tx_per_s", n / ((now - t0) / 1e9), "latency_p50_ms",
+                            lat.percentileMillis(50), "latency_p99_ms", lat.percentileMillis(99));
+                    if (rep >= 0) {
+                        this.bench.results.record(S, caseName, keys.get(i), names[i], m);
+                    }
+                    Bench.log("P4 %s %s rep %d: %.0f tx/s, p50 %.2f ms", db, keys.get(i), rep, m.get("tx_per_s"),
+                            m.get("latency_p50_ms"));
+                }
+            }
+        }
+        finally {
+            for (Competitor c : all) {
+                c.close();
+            }
+        }
+        long rows = jdbc.queryForObject("SELECT COUNT(*) FROM p4_events", Long.class);
+        Bench.log("P4 %s: %d rows written", db, rows);
+        this.bench.results.goal(S, caseName, "latency_p50_ms", "b", "a", 1.3, false);
+        this.bench.results.goal(S, caseName, "latency_p99_ms", "b", "a", 1.3, false);
+    }
+
+    private Competitor bestEffort(String db, DataSource ds, JdbcTemplate jdbc) {
+        DefaultKafkaProducerFactory<String, String> pf = new DefaultKafkaProducerFactory<>(
+                this.bench.producerConfigs());
+        pf.setTransactionIdPrefix("p4-be-" + db + "-");
+        KafkaTemplate<String, String> kafka = new KafkaTemplate<>(pf);
+        TransactionTemplate tx = new TransactionTemplate(new DataSourceTransactionManager(ds));
+        return new Competitor() {
+            @Override
+            public void transaction(String id) {
+                tx.executeWithoutResult(status -> {
+                    jdbc.update("INSERT INTO p4_events (id, payload) VALUES (?, ?)", id, Bench.VALUE);
+                    kafka.send(P4JdbcKafka.this.topic, id, Bench.VALUE);
+                });
+            }
+
+            @Override
+            public void close() {
+                pf.destroy();
+            }
+        };
+    }
+
+    private Competitor twoPhase(String db, DataSource ds, JdbcTemplate jdbc) {
+        Map<String, Object> configs = this.bench.producerConfigs();
+        String prefix = "p4-2pc-" + db + "-";
+        TransactionSessionPool pool = new TransactionSessionPool(prefix, 2, Duration.ofSeconds(30), configs,
+                List.of());
+        SessionProducerFactory<Object, Object> pf = new SessionProducerFactory<>(pool,
+                P1ProducerTransactions.stringSerializer(), P1ProducerTransactions.stringSerializer(), configs);
+        DecisionLog log = new DecisionLog();
+        TwoPhaseRecovery recovery = new TwoPhaseRecovery(ds, log, prefix, 2, configs, null);
+        JdbcKafkaTransactionManager tm = new JdbcKafkaTransactionManager(pool, pf, ds, log, recovery);
+        KafkaTemplate<Object, Object> kafka = new KafkaTemplate<>(pf);
+        TransactionTemplate tx = new TransactionTemplate(tm);
+        return new Competitor() {
+            @Override
+            public void transaction(String id) {
+                tx.executeWithoutResult(status -> {
+                    jdbc.update("INSERT INTO p4_events (id, payload) VALUES (?, ?)", id, Bench.VALUE);
+                    kafka.send(P4JdbcKafka.this.topic, id, Bench.VALUE);
+                });
+            }
+
+            @Override
+            public void close() {
+                pf.destroy();
+                pool.close();
+            }
+        };
+    }
+}

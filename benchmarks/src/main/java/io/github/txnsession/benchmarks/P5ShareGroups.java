@@ -1,0 +1,166 @@
+package io.github.txnsession.benchmarks;
+
+import java.time.Duration;
+import java.util.BitSet;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import io.github.txnsession.kafka.SessionProducer;
+import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.kafka.TransactionalShareConsumer;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * P5, share groups: N records consumed by one share-group member (a new share group per run, reading from the
+ * earliest record), one output record per input record. Measures records/s from the first record received to the
+ * last acknowledgement sent (so the group join is not counted).
+ * <ul>
+ * <li>a) {@code KafkaShareConsumer} in explicit mode, no transactions: send the batch's output with a plain
+ * (idempotent) producer, flush it, ACCEPT each record (sent with the next poll), at least once;</li>
+ * <li>b) {@code TransactionalShareConsumer} bound to a session: begin, send through a {@code SessionProducer},
+ * ACCEPT each record (held by the transaction), commit (the acknowledgements go out right after).</li>
+ * </ul>
+ */
+final class P5ShareGroups {
+
+    static final String S = "P5";
+    private static final AtomicInteger GROUPS = new AtomicInteger();
+
+    private final Bench bench;
+    private final String in = "p5-in";
+    private final String out = "p5-out";
+
+    P5ShareGroups(Bench bench) {
+        this.bench = bench;
+    }
+
+    void run() throws Exception {
+        int records = this.bench.profile.p5Records();
+        String caseName = records + " records";
+        this.bench.results.layout(S, "share groups (records/s)", "records_per_s");
+        this.bench.kafka.createTopic(this.in, 3);
+        this.bench.kafka.createTopic(this.out, 3);
+        this.bench.preload(this.in, records);
+        String[] names = { "KafkaShareConsumer (explicit acks) + plain producer, no transactions",
+                "TransactionalShareConsumer bound to a session + SessionProducer" };
+        List<String> keys = List.of("a", "b");
+        KafkaProducer<String, String> plain = new KafkaProducer<>(this.bench.producerConfigs());
+        Map<String, Object> sc = this.bench.producerConfigs();
+        sc.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "p5-session");
+        TransactionSession session = new TransactionSession(sc);
+        session.initialize();
+        SessionProducer<String, String> bound = new SessionProducer<>(session, new StringSerializer(),
+                new StringSerializer());
+        try {
+            for (int rep = this.bench.firstRep(); rep < this.bench.profile.repetitions(); rep++) {
+                for (int i : Bench.rotated(List.of(0, 1), rep)) {
+                    String group = "p5-" + keys.get(i) + "-" + GROUPS.incrementAndGet();
+                    this.bench.shareGroupFromEarliest(group);
+                    double seconds = i == 0 ? plainRun(group, records, plain) : boundRun(group, records, session,
+                            bound);
+                    double rate = records / seconds;
+                    if (rep >= 0) {
+                        this.bench.results.record(S, caseName, keys.get(i), names[i], Map.of("records_per_s", rate));
+                    }
+                    Bench.log("P5 %s rep %d: %.0f records/s", keys.get(i), rep, rate);
+                }
+            }
+        }
+        finally {
+            plain.close();
+            session.close();
+        }
+        this.bench.results.goal(S, caseName, "records_per_s", "b", "a", 0.8, true);
+    }
+
+    private Map<String, Object> consumerConfigs(String group) {
+        Map<String, Object> c = this.bench.kafka.clientConfigs();
+        c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        c.put(TransactionalShareConsumer.ACKNOWLEDGEMENT_MODE_CONFIG, "explicit");
+        return c;
+    }
+
+    /** Distinct (partition, offset) pairs seen, so that a redelivery is not counted twice. */
+    private static final class Seen {
+        private final Map<Integer, BitSet> byPartition = new HashMap<>();
+        private int distinct;
+
+        void add(ConsumerRecord<?, ?> r) {
+            BitSet b = this.byPartition.computeIfAbsent(r.partition(), p -> new BitSet());
+            if (!b.get((int) r.offset())) {
+                b.set((int) r.offset());
+                this.distinct++;
+            }
+        }
+    }
+
+    private double plainRun(String group, int records, KafkaProducer<String, String> producer) {
+        try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(consumerConfigs(group),
+                new StringDeserializer(), new StringDeserializer())) {
+            consumer.subscribe(List.of(this.in));
+            Seen seen = new Seen();
+            long t0 = 0;
+            while (seen.distinct < records) {
+                ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(100));
+                if (batch.isEmpty()) {
+                    continue;
+                }
+                if (t0 == 0) {
+                    t0 = System.nanoTime();
+                }
+                for (ConsumerRecord<String, String> r : batch) {
+                    producer.send(new ProducerRecord<>(this.out, r.key(), r.value()));
+                }
+                producer.flush();
+                for (ConsumerRecord<String, String> r : batch) {
+                    consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+                    seen.add(r);
+                }
+            }
+            double seconds = (System.nanoTime() - t0) / 1e9;
+            consumer.commitSync(); // the last batch's acknowledgements (b sends its last ones at close, too)
+            return seconds;
+        }
+    }
+
+    private double boundRun(String group, int records, TransactionSession session,
+            SessionProducer<String, String> producer) {
+        try (TransactionalShareConsumer<String, String> consumer = new TransactionalShareConsumer<>(
+                consumerConfigs(group), new StringDeserializer(), new StringDeserializer())) {
+            consumer.subscribe(List.of(this.in));
+            consumer.bindTransactionSession(session);
+            Seen seen = new Seen();
+            long t0 = 0;
+            while (seen.distinct < records) {
+                ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(100));
+                if (batch.isEmpty()) {
+                    continue;
+                }
+                if (t0 == 0) {
+                    t0 = System.nanoTime();
+                }
+                session.beginTransaction();
+                for (ConsumerRecord<String, String> r : batch) {
+                    producer.send(new ProducerRecord<>(this.out, r.key(), r.value()));
+                    consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+                    seen.add(r);
+                }
+                session.commitTransaction();
+            }
+            double seconds = (System.nanoTime() - t0) / 1e9;
+            consumer.unbindTransactionSession();
+            return seconds;
+        }
+    }
+}
