@@ -327,6 +327,45 @@ class TransactionSessionTest {
     }
 
     @Test
+    void aFailedSendMakesTheTransactionAbortableAndTheSessionGoesOn() {
+        String[] topics = topics("abortable", 1);
+        Map<String, Object> configs = sessionConfigs(kafka.cluster(), EmbeddedKafkaCluster.uniqueName("tx-abortable"));
+        configs.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, 1024);
+        try (TransactionSession session = new TransactionSession(configs)) {
+            session.initialize();
+            SessionProducer<String, String> producer = new SessionProducer<>(session, new StringSerializer(),
+                    new StringSerializer());
+            session.beginTransaction();
+            producer.send(new ProducerRecord<>(topics[0], "k", "fits"));
+            producer.send(new ProducerRecord<>(topics[0], "k", "x".repeat(4096))); // larger than max.request.size
+            assertThatThrownBy(session::commitTransaction).isInstanceOf(SessionAbortableException.class)
+                .hasMessageContaining("commitTransaction()")
+                .hasMessageContaining("must be aborted");
+            assertThat(session.state()).isEqualTo(SessionState.ABORTABLE_ERROR);
+            assertThatIllegalStateException().isThrownBy(session::beginTransaction)
+                .withMessageContaining("ABORTABLE_ERROR");
+            session.abortTransaction();
+            session.beginTransaction();
+            producer.send(new ProducerRecord<>(topics[0], "k", "after"));
+            session.commitTransaction();
+        }
+        assertThat(values(readCommitted(kafka.cluster(), topics))).containsExactly("after");
+    }
+
+    @Test
+    void anUnreachableClusterTimesOutNamingTheCall() {
+        Map<String, Object> configs = Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, "localhost:1",
+                ProducerConfig.TRANSACTIONAL_ID_CONFIG, "tx-unreachable", ProducerConfig.MAX_BLOCK_MS_CONFIG, 500);
+        try (TransactionSession session = new TransactionSession(configs)) {
+            assertThatThrownBy(session::initialize).isInstanceOf(SessionTimeoutException.class)
+                .hasMessageContaining("initialize() timed out")
+                .hasMessageContaining("bootstrap.servers")
+                .satisfies(ex -> assertThat(((SessionTimeoutException) ex).call()).isEqualTo("initialize()"));
+            assertThat(session.state()).as("the call may be retried").isEqualTo(SessionState.UNINITIALIZED);
+        }
+    }
+
+    @Test
     void badConfigsNameTheKey() {
         String bootstrap = kafka.bootstrapServers();
         assertConfigError(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap), "transactional.id");
