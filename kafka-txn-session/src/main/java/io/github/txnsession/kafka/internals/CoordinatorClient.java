@@ -94,7 +94,9 @@ public final class CoordinatorClient implements AutoCloseable {
         });
         String clientId = "txn-session-coordinator-" + CLIENT_IDS.incrementAndGet();
         adminConfigs.put(AdminClientConfig.CLIENT_ID_CONFIG, clientId);
-        AdminClientConfig config = new AdminClientConfig(adminConfigs);
+        // doLog=false: a resumed session is short-lived; dumping all admin config values at INFO for each one costs
+        // allocation and log noise (the protected constructor is reached through an anonymous subclass)
+        AdminClientConfig config = new AdminClientConfig(adminConfigs, false) { };
         List<InetSocketAddress> addresses = ClientUtils.parseAndValidateAddresses(
                 config.getList(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG),
                 config.getString(AdminClientConfig.CLIENT_DNS_LOOKUP_CONFIG));
@@ -235,7 +237,10 @@ public final class CoordinatorClient implements AutoCloseable {
             FindCoordinatorResponseData.Coordinator c = response.data().coordinators().get(0);
             Errors error = Errors.forCode(c.errorCode());
             if (error == Errors.NONE) {
-                Node node = new Node(c.nodeId(), c.host(), c.port());
+                Node node = sameEndpointAsBootstrap(c.host(), c.port());
+                if (node == null) {
+                    node = new Node(c.nodeId(), c.host(), c.port());
+                }
                 this.coordinators.put(transactionalId, node);
                 return node;
             }
@@ -245,6 +250,19 @@ public final class CoordinatorClient implements AutoCloseable {
             }
             throw error.exception("FindCoordinator(" + transactionalId + ") failed: " + error);
         }
+    }
+
+    /**
+     * The bootstrap node with this host and port, if any: the coordinator is then reached over the connection that is
+     * already open to it, instead of a second connection (and a second ApiVersions exchange) to the same endpoint.
+     */
+    private @Nullable Node sameEndpointAsBootstrap(String host, int port) {
+        for (Node n : this.bootstrapNodes) {
+            if (n.port() == port && n.host().equals(host)) {
+                return n;
+            }
+        }
+        return null;
     }
 
     /** A reachable bootstrap broker, rotating through the list so that one stopped broker is skipped. */
