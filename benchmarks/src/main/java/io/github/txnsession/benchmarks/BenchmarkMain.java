@@ -55,19 +55,19 @@ public final class BenchmarkMain {
         try (EmbeddedKafkaCluster kafka = EmbeddedKafkaCluster.builder().start()) {
             Bench bench = new Bench(kafka, profile, results);
             if (only.contains("P1")) {
-                new P1ProducerTransactions(bench).run();
+                runScenario(results, "P1", () -> new P1ProducerTransactions(bench).run());
             }
             if (only.contains("P2")) {
-                new P2ConsumeProcessProduce(bench).run();
+                runScenario(results, "P2", () -> new P2ConsumeProcessProduce(bench).run());
             }
             if (only.contains("P3")) {
-                new P3ExternalCommit(bench).run();
+                runScenario(results, "P3", () -> new P3ExternalCommit(bench).run());
             }
             if (only.contains("P4")) {
-                new P4JdbcKafka(bench).run();
+                runScenario(results, "P4", () -> new P4JdbcKafka(bench).run());
             }
             if (only.contains("P5")) {
-                new P5ShareGroups(bench).run();
+                runScenario(results, "P5", () -> new P5ShareGroups(bench).run());
             }
         }
         Map<String, String> meta = new LinkedHashMap<>();
@@ -86,6 +86,22 @@ public final class BenchmarkMain {
         System.out.println(results.markdown(meta));
         Bench.log("wrote %s/%s.md and .json", out, name);
         System.exit(0); // non-daemon client threads of a failed run must not keep the JVM alive
+    }
+
+    interface Scenario {
+        void run() throws Exception;
+    }
+
+    /** Runs one scenario; a failure is printed and noted in the results, and the other scenarios still run. */
+    private static void runScenario(Results results, String name, Scenario scenario) {
+        try {
+            scenario.run();
+        }
+        catch (Exception ex) {
+            Bench.log("%s FAILED: %s", name, ex);
+            ex.printStackTrace(System.out);
+            results.note(name, "**" + name + " failed:** " + ex);
+        }
     }
 
     private static String value(String[] args, int i) {

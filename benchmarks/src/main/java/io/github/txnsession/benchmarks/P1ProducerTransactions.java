@@ -78,7 +78,16 @@ final class P1ProducerTransactions {
             long warm = this.bench.profile.brokerWarmup().toNanos() / 8;
             for (int round = 0; round < 2; round++) {
                 for (int i : Bench.rotated(List.of(0, 1, 2, 3), round)) {
-                    timedRun(all.get(i), round == 0 ? 1 : 10, MAX_THREADS, Duration.ofNanos(warm));
+                    try {
+                        timedRun(all.get(i), round == 0 ? 1 : 10, MAX_THREADS, Duration.ofNanos(warm));
+                    }
+                    catch (Exception ex) {
+                        Bench.log("P1 warm-up of %s FAILED: %s", keys.get(i), ex);
+                        ex.printStackTrace(System.out);
+                        r.note(S, "**warm-up of " + keys.get(i) + ") failed:** " + ex.getMessage() + " "
+                                + java.util.Arrays.stream(ex.getSuppressed()).map(Throwable::getMessage).distinct()
+                                    .toList() + ".");
+                    }
                 }
             }
             Bench.log("P1 warm-up done (%s)", this.bench.profile.brokerWarmup());
@@ -87,8 +96,19 @@ final class P1ProducerTransactions {
                     String caseName = records + " rec/tx, " + threads + " thr";
                     for (int rep = this.bench.firstRep(); rep < this.bench.profile.repetitions(); rep++) {
                         for (int i : Bench.rotated(List.of(0, 1, 2, 3), rep)) {
-                            Map<String, Double> m = timedRun(all.get(i), records, threads,
-                                    this.bench.profile.p1Run());
+                            Map<String, Double> m;
+                            try {
+                                m = timedRun(all.get(i), records, threads, this.bench.profile.p1Run());
+                            }
+                            catch (Exception ex) {
+                                // reported, not hidden: the run counts as failed and the table says so
+                                Bench.log("P1 %s %s rep %d FAILED: %s", caseName, keys.get(i), rep, ex);
+                                ex.printStackTrace(System.out);
+                                r.note(S, "**" + caseName + ", " + keys.get(i) + ") rep " + rep + " failed:** "
+                                        + ex.getMessage() + " " + java.util.Arrays.stream(ex.getSuppressed())
+                                            .map(Throwable::getMessage).distinct().toList() + ".");
+                                continue;
+                            }
                             if (rep >= 0) {
                                 r.record(S, caseName, keys.get(i), names[i], m);
                             }

@@ -136,6 +136,7 @@ final class P3ExternalCommit {
         private final long callerBefore;
         private final long startedBefore;
         private long newThreadBytes;
+        private long probeBytes;
 
         Probe() {
             for (long id : P3ExternalCommit.this.threads.getAllThreadIds()) {
@@ -145,8 +146,12 @@ final class P3ExternalCommit {
             this.callerBefore = P3ExternalCommit.this.threads.getCurrentThreadAllocatedBytes();
         }
 
-        /** Adds what the threads started since the probe began have allocated (call before they end). */
+        /**
+         * Adds what the threads started since the probe began have allocated (call before they end). What this
+         * accounting itself allocates on the calling thread is left out.
+         */
         void newThreads() {
+            long own = P3ExternalCommit.this.threads.getCurrentThreadAllocatedBytes();
             long self = Thread.currentThread().getId();
             for (long id : P3ExternalCommit.this.threads.getAllThreadIds()) {
                 if (id != self && !this.before.contains(id)) {
@@ -156,12 +161,13 @@ final class P3ExternalCommit {
                     }
                 }
             }
+            this.probeBytes += P3ExternalCommit.this.threads.getCurrentThreadAllocatedBytes() - own;
         }
 
         Op finish(long latencyNanos) {
             long caller = P3ExternalCommit.this.threads.getCurrentThreadAllocatedBytes() - this.callerBefore;
             long started = P3ExternalCommit.this.threads.getTotalStartedThreadCount() - this.startedBefore;
-            return new Op(latencyNanos, caller + this.newThreadBytes, started);
+            return new Op(latencyNanos, caller - this.probeBytes + this.newThreadBytes, started);
         }
     }
 }

@@ -10,6 +10,8 @@ import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.TransactionSessionPool;
+import io.github.txnsession.spring.jdbc.CommitPhase;
+import io.github.txnsession.spring.jdbc.CommitPhaseListener;
 import io.github.txnsession.spring.jdbc.DecisionLog;
 import io.github.txnsession.spring.jdbc.JdbcKafkaTransactionManager;
 import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
@@ -39,6 +41,44 @@ final class P4JdbcKafka {
 
     private final Bench bench;
     private final String topic = "p4-out";
+    /** where the 2PC commit spends its time: filled by a commit phase listener (a few ns per phase) */
+    private final PhaseTimes phases = new PhaseTimes();
+
+    /** Sums the time between consecutive commit phases of the 2PC manager. */
+    static final class PhaseTimes implements CommitPhaseListener {
+        private final long[] sums = new long[CommitPhase.values().length];
+        private long last;
+        private long commits;
+        volatile boolean on;
+
+        @Override
+        public void reached(CommitPhase phase, String transactionalId) {
+            long now = System.nanoTime();
+            if (this.on && phase != CommitPhase.BEFORE_PREPARE) {
+                this.sums[phase.ordinal()] += now - this.last;
+            }
+            if (this.on && phase == CommitPhase.AFTER_LOG_CLEAR) {
+                this.commits++;
+            }
+            this.last = now;
+        }
+
+        void reset() {
+            java.util.Arrays.fill(this.sums, 0);
+            this.commits = 0;
+        }
+
+        String describe() {
+            StringBuilder b = new StringBuilder();
+            for (CommitPhase p : CommitPhase.values()) {
+                if (p != CommitPhase.BEFORE_PREPARE) {
+                    b.append(b.length() == 0 ? "" : ", ").append("until ").append(p).append(' ')
+                        .append(Results.fmt(this.sums[p.ordinal()] / 1e6 / Math.max(1, this.commits))).append(" ms");
+                }
+            }
+            return b.toString();
+        }
+    }
 
     P4JdbcKafka(Bench bench) {
         this.bench = bench;
@@ -83,10 +123,12 @@ final class P4JdbcKafka {
         List<String> keys = List.of("a", "b");
         Competitor[] all = { bestEffort(db, ds, jdbc), twoPhase(db, ds, jdbc) };
         long seq = 0;
+        this.phases.reset();
         try {
             for (int rep = this.bench.firstRep(); rep < this.bench.profile.repetitions(); rep++) {
                 for (int i : Bench.rotated(List.of(0, 1), rep)) {
                     Latencies lat = new Latencies();
+                    this.phases.on = rep >= 0;
                     long n = 0;
                     long t0 = System.nanoTime();
                     long deadline = t0 + this.bench.profile.p4Run().toNanos();
@@ -113,6 +155,8 @@ final class P4JdbcKafka {
                 c.close();
             }
         }
+        this.bench.results.note(S, db + ": the 2PC commit's phases, mean per transaction: " + this.phases.describe()
+                + ".");
         long rows = jdbc.queryForObject("SELECT COUNT(*) FROM p4_events", Long.class);
         Bench.log("P4 %s: %d rows written", db, rows);
         this.bench.results.goal(S, caseName, "latency_p50_ms", "b", "a", 1.3, false);
@@ -151,6 +195,7 @@ final class P4JdbcKafka {
         DecisionLog log = new DecisionLog();
         TwoPhaseRecovery recovery = new TwoPhaseRecovery(ds, log, prefix, 2, configs, null);
         JdbcKafkaTransactionManager tm = new JdbcKafkaTransactionManager(pool, pf, ds, log, recovery);
+        tm.setCommitPhaseListeners(List.of(this.phases));
         KafkaTemplate<Object, Object> kafka = new KafkaTemplate<>(pf);
         TransactionTemplate tx = new TransactionTemplate(tm);
         return new Competitor() {
