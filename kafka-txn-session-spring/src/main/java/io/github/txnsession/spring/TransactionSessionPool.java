@@ -29,7 +29,11 @@ import org.slf4j.LoggerFactory;
  * <li>At most {@link #size()} sessions exist; a session is lent to one holder at a time ({@link #acquire()} /
  * {@link PooledSession#release()}).</li>
  * <li>Sessions are created and initialized lazily, on the first acquire that finds no idle initialized session;
- * the lowest free slot is used first, so a lightly loaded application uses only the first few ids.</li>
+ * the lowest free slot is used first, so a lightly loaded application uses only the first few ids. Among idle
+ * initialized sessions the one released longest ago is lent first, so that a transactional id whose transaction has
+ * just ended is not reused at once: its coordinator may still be writing that transaction's markers, and a new
+ * transaction on the same id would wait for them (the broker answers CONCURRENT_TRANSACTIONS and the producer
+ * backs off).</li>
  * <li>When every session is in use, {@link #acquire()} waits up to the acquire timeout, then throws
  * {@link SessionPoolExhaustedException} naming the pool size and timeout; a zero timeout fails at once.</li>
  * <li>A session released with its transaction still open is aborted; a fenced, failed or closed one is closed and
@@ -58,6 +62,8 @@ public final class TransactionSessionPool implements AutoCloseable {
     private int waiting;
     private long exhausted;
     private long replaced;
+    /** counts releases, so that idle sessions can be lent least recently released first */
+    private long releases;
     private boolean closed;
 
     /**
@@ -236,6 +242,7 @@ public final class TransactionSessionPool implements AutoCloseable {
             }
             slot.session = keep;
             slot.owner = null;
+            slot.releasedSeq = ++this.releases;
             this.inUse--;
             closeNow = this.closed && keep != null;
             if (closeNow) {
@@ -251,20 +258,25 @@ public final class TransactionSessionPool implements AutoCloseable {
         }
     }
 
-    /** Idle initialized slot first (lowest index), else the lowest idle uninitialized slot. Lock held. */
+    /**
+     * The idle initialized slot released longest ago, else the lowest idle uninitialized slot. Lock held.
+     */
     private @Nullable Slot pickFreeSlot() {
+        Slot initialized = null;
         Slot uninitialized = null;
         for (Slot s : this.slots) {
             if (s.owner == null) {
                 if (s.session != null) {
-                    return s;
+                    if (initialized == null || s.releasedSeq < initialized.releasedSeq) {
+                        initialized = s;
+                    }
                 }
-                if (uninitialized == null) {
+                else if (uninitialized == null) {
                     uninitialized = s;
                 }
             }
         }
-        return uninitialized;
+        return initialized != null ? initialized : uninitialized;
     }
 
     private String holders() {
@@ -358,6 +370,8 @@ public final class TransactionSessionPool implements AutoCloseable {
         volatile @Nullable TransactionSession session;
         /** guarded by the pool lock */
         @Nullable Thread owner;
+        /** guarded by the pool lock: the pool's release count when this slot was last given back */
+        long releasedSeq;
 
         Slot(int index, String transactionalId) {
             this.index = index;
