@@ -74,8 +74,7 @@ public class TwoPhaseCommitAutoConfiguration {
     @ConditionalOnMissingBean
     public TwoPhaseRecovery twoPhaseRecovery(DataSource dataSource, DecisionLog decisionLog,
             TransactionSessionPool pool, ObjectProvider<LostTransactionHandler> lostHandler) {
-        return new TwoPhaseRecovery(dataSource, decisionLog, pool.transactionalIdPrefix(), pool.size(),
-                pool.sessionConfigs(), lostHandler.getIfAvailable());
+        return new TwoPhaseRecovery(dataSource, decisionLog, pool, lostHandler.getIfAvailable());
     }
 
     /** @return the transaction manager for the DataSource and Kafka */

@@ -290,6 +290,26 @@ public final class TransactionSessionPool implements AutoCloseable {
         return String.join(", ", names);
     }
 
+    /**
+     * @return the transactional ids whose slot has a session now (idle or lent) or is being lent: those ids belong to
+     *         this pool's live sessions, so recovery run while the application is up must leave them alone
+     */
+    public java.util.Set<String> activeTransactionalIds() {
+        this.lock.lock();
+        try {
+            java.util.Set<String> ids = new java.util.TreeSet<>();
+            for (Slot s : this.slots) {
+                if (s.session != null || s.owner != null) {
+                    ids.add(s.transactionalId);
+                }
+            }
+            return ids;
+        }
+        finally {
+            this.lock.unlock();
+        }
+    }
+
     /** @return the pool's current figures */
     public SessionPoolSnapshot snapshot() {
         this.lock.lock();

@@ -22,6 +22,7 @@ import org.springframework.transaction.CannotCreateTransactionException;
 import org.springframework.transaction.HeuristicCompletionException;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionSystemException;
+import org.springframework.transaction.TransactionTimedOutException;
 import org.springframework.transaction.support.DefaultTransactionStatus;
 import org.springframework.transaction.support.DelegatingTransactionDefinition;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
@@ -50,7 +51,9 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * timeout, the Kafka side is lost: recovery reports it ({@link LostTransactionHandler}, health DOWN) so the
  * application can compensate. Give sessions a long {@code transaction.timeout.ms} (the starter defaults to the
  * broker's {@code transaction.max.timeout.ms}) and run recovery promptly.
- * Isolation levels, read-only flags and timeouts apply to the JDBC connection; nested transactions are not supported.
+ * Isolation levels, read-only flags and timeouts apply to the JDBC connection (a transaction whose timeout has passed
+ * rolls both sides back at commit); nested transactions are not supported. The session transaction observers
+ * (metrics) see rollbacks but not the commits of this manager.
  */
 public class JdbcKafkaTransactionManager extends SessionTransactionManager {
 
@@ -158,7 +161,17 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
     protected void doCommit(DefaultTransactionStatus status) {
         TransactionSession session = currentSession();
         String id = session.transactionalId();
-        Connection con = currentConnection().getConnection();
+        ConnectionHolder connection = currentConnection();
+        Connection con = connection.getConnection();
+        if (connection.hasTimeout()) {
+            try {
+                connection.getTimeToLiveInMillis(); // throws once the transaction's timeout has passed
+            }
+            catch (TransactionTimedOutException ex) {
+                rollBackBoth(con, session, ex);
+                throw ex;
+            }
+        }
 
         phase(CommitPhase.BEFORE_PREPARE, id);
         PreparedTxnState state;

@@ -10,12 +10,14 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
 
 import javax.sql.DataSource;
 
 import io.github.txnsession.kafka.CompletionOutcome;
 import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.TransactionSessionException;
+import io.github.txnsession.spring.TransactionSessionPool;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -29,7 +31,8 @@ import org.slf4j.LoggerFactory;
  * </ul>
  * It creates no producer (resumed sessions only), so it is cheap enough to run at every start-up and on demand.
  *
- * <p>Guarantees: it touches only its own prefix, so applications with different prefixes sharing a table and a
+ * <p>Guarantees: it touches only its own prefix, and, built over a running pool, never the ids of the pool's live
+ * sessions, so applications with different prefixes sharing a table and a
  * cluster recover independently. Idempotent: running it twice settles nothing twice. Must run before the pool hands
  * out sessions ({@link JdbcKafkaTransactionManager} calls {@link #ensureRecovered()} before its first transaction):
  * initializing a pool session aborts the prepared transaction of its id.
@@ -52,6 +55,7 @@ public class TwoPhaseRecovery {
     private final AtomicLong alreadyCommittedCount = new AtomicLong();
     private final AtomicLong abortedCount = new AtomicLong();
     private final AtomicLong lostCount = new AtomicLong();
+    private final Supplier<Set<String>> activeIds;
     private volatile @Nullable RecoveryReport lastReport;
     private volatile boolean recovered;
 
@@ -65,6 +69,30 @@ public class TwoPhaseRecovery {
      */
     public TwoPhaseRecovery(DataSource dataSource, DecisionLog decisionLog, String transactionalIdPrefix, int poolSize,
             Map<String, ?> clientConfigs, @Nullable LostTransactionHandler lostHandler) {
+        this(dataSource, decisionLog, transactionalIdPrefix, poolSize, clientConfigs, lostHandler, Set::of);
+    }
+
+    /**
+     * Recovery for a running pool: prefix, size and client configs come from the pool, and the ids of the pool's
+     * live sessions ({@link TransactionSessionPool#activeTransactionalIds()}) are left alone, so that recovery on
+     * demand never aborts or completes a transaction a live session is running. (A live session's own
+     * initialization already aborted whatever its id had left open.)
+     *
+     * @param dataSource the database holding the decision log
+     * @param decisionLog the decision log
+     * @param pool the session pool to recover for
+     * @param lostHandler told about lost transactions; null to only report them
+     */
+    public TwoPhaseRecovery(DataSource dataSource, DecisionLog decisionLog, TransactionSessionPool pool,
+            @Nullable LostTransactionHandler lostHandler) {
+        this(dataSource, decisionLog, pool.transactionalIdPrefix(), pool.size(), pool.sessionConfigs(), lostHandler,
+                pool::activeTransactionalIds);
+    }
+
+    private TwoPhaseRecovery(DataSource dataSource, DecisionLog decisionLog, String transactionalIdPrefix,
+            int poolSize, Map<String, ?> clientConfigs, @Nullable LostTransactionHandler lostHandler,
+            Supplier<Set<String>> activeIds) {
+        this.activeIds = activeIds;
         this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
         this.decisionLog = Objects.requireNonNull(decisionLog, "decisionLog");
         this.prefix = Objects.requireNonNull(transactionalIdPrefix, "transactionalIdPrefix");
@@ -113,10 +141,15 @@ public class TwoPhaseRecovery {
         List<String> aborted = new ArrayList<>();
         List<LostTransaction> lostNow = new ArrayList<>();
         List<String> failed = new ArrayList<>();
+        Set<String> active = this.activeIds.get();
         List<DecisionRecord> rows = this.decisionLog.findByPrefix(this.dataSource, this.prefix);
         Set<String> decided = new HashSet<>();
         for (DecisionRecord row : rows) {
             decided.add(row.transactionalId());
+            if (active.contains(row.transactionalId())) {
+                log.debug("Recovery leaves '{}' alone: a live session of the pool owns it", row.transactionalId());
+                continue;
+            }
             try (TransactionSession session = TransactionSession.resume(row.transactionalId(), row.producerId(),
                     row.producerEpoch(), this.clientConfigs)) {
                 CompletionOutcome outcome = session.completeTransaction(row.preparedState());
@@ -141,7 +174,7 @@ public class TwoPhaseRecovery {
         }
         for (int i = 0; i < this.poolSize; i++) {
             String id = this.prefix + i;
-            if (decided.contains(id)) {
+            if (decided.contains(id) || active.contains(id)) {
                 continue;
             }
             try {

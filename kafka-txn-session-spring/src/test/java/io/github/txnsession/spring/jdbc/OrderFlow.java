@@ -46,7 +46,7 @@ final class OrderFlow implements AutoCloseable {
         configs.putAll(sessionOverrides);
         this.pool = new TransactionSessionPool(prefix, 2, Duration.ofSeconds(30), configs, List.of());
         this.producerFactory = new SessionProducerFactory<>(this.pool, stringSerializer(), stringSerializer(), configs);
-        this.recovery = new TwoPhaseRecovery(this.dataSource, this.decisionLog, prefix, 2, configs, lostHandler);
+        this.recovery = new TwoPhaseRecovery(this.dataSource, this.decisionLog, this.pool, lostHandler);
         this.transactionManager = new JdbcKafkaTransactionManager(this.pool, this.producerFactory, this.dataSource,
                 this.decisionLog, this.recovery);
         this.jdbc = new JdbcTemplate(this.dataSource);

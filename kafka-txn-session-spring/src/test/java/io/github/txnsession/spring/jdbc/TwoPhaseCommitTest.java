@@ -90,6 +90,44 @@ class TwoPhaseCommitTest {
     }
 
     @Test
+    void recoveryOnDemandLeavesTheLiveSessionsAlone() {
+        String topic = topic();
+        try (OrderFlow flow = flow(topic, EmbeddedKafkaCluster.uniqueName("live") + "-", null)) {
+            flow.placeOrder("live-1");
+            flow.tx.executeWithoutResult(status -> {
+                flow.jdbc.update("INSERT INTO orders (id, ref) VALUES ('live-2', 'r')");
+                flow.kafka.send(topic, "live-2", "OrderPlaced:live-2");
+                flow.kafka.flush();
+                // an operator runs recovery while this transaction is open
+                RecoveryReport report = flow.recovery.recover();
+                assertThat(report.aborted()).isEmpty();
+            });
+            assertThat(flow.jdbc.queryForList("SELECT id FROM orders WHERE id LIKE 'live-%' ORDER BY id",
+                    String.class)).containsExactly("live-1", "live-2");
+        }
+        assertThat(events(topic)).containsExactly("live-1", "live-2");
+    }
+
+    @Test
+    void aTransactionPastItsTimeoutRollsBothBackAtCommit() {
+        String topic = topic();
+        try (OrderFlow flow = flow(topic, EmbeddedKafkaCluster.uniqueName("timeout") + "-", null)) {
+            org.springframework.transaction.support.TransactionTemplate oneSecond =
+                    new org.springframework.transaction.support.TransactionTemplate(flow.transactionManager);
+            oneSecond.setTimeout(1);
+            assertThatThrownBy(() -> oneSecond.executeWithoutResult(status -> {
+                flow.jdbc.update("INSERT INTO orders (id, ref) VALUES ('slow-1', 'r')");
+                flow.kafka.send(topic, "slow-1", "OrderPlaced:slow-1");
+                // slow database work (server side) until the transaction's timeout has passed
+                flow.jdbc.queryForList("SELECT pg_sleep(0.6)");
+                flow.jdbc.queryForList("SELECT pg_sleep(0.6)");
+            })).isInstanceOf(org.springframework.transaction.TransactionTimedOutException.class);
+            assertThat(flow.jdbc.queryForList("SELECT id FROM orders WHERE id = 'slow-1'", String.class)).isEmpty();
+        }
+        assertThat(events(topic)).isEmpty();
+    }
+
+    @Test
     void recoveryAfterTheKafkaTimeoutReportsLostAndCallsTheHook() {
         String topic = topic();
         String prefix = EmbeddedKafkaCluster.uniqueName("lost") + "-";
