@@ -1,7 +1,5 @@
 package io.github.txnsession.spring;
 
-import java.time.Duration;
-import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Future;
 
@@ -9,15 +7,9 @@ import io.github.txnsession.kafka.SessionProducer;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.Callback;
-import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
-import org.apache.kafka.common.Metric;
-import org.apache.kafka.common.MetricName;
-import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.Uuid;
-import org.apache.kafka.common.metrics.KafkaMetric;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -27,19 +19,13 @@ import org.jspecify.annotations.Nullable;
  * and aborts the session; {@code close} does nothing either, because the session goes back to the pool at the end of
  * the transaction.
  */
-final class BoundSessionProducer<K, V> implements Producer<K, V> {
+final class BoundSessionProducer<K, V> extends DelegatingSessionProducer<K, V> {
 
-    private final SessionProducer<K, V> delegate;
     private final SessionResourceHolder holder;
 
     BoundSessionProducer(SessionProducer<K, V> delegate, SessionResourceHolder holder) {
-        this.delegate = delegate;
+        super(delegate);
         this.holder = holder;
-    }
-
-    @Override
-    public void initTransactions() {
-        // the pool initialized the session
     }
 
     @Override
@@ -61,62 +47,17 @@ final class BoundSessionProducer<K, V> implements Producer<K, V> {
     public void sendOffsetsToTransaction(Map<TopicPartition, OffsetAndMetadata> offsets,
             ConsumerGroupMetadata groupMetadata) {
         this.holder.checkDeadline();
-        this.delegate.sendOffsetsToTransaction(offsets, groupMetadata);
-    }
-
-    @Override
-    public Future<RecordMetadata> send(ProducerRecord<K, V> record) {
-        return send(record, null);
+        super.sendOffsetsToTransaction(offsets, groupMetadata);
     }
 
     @Override
     public Future<RecordMetadata> send(ProducerRecord<K, V> record, @Nullable Callback callback) {
         this.holder.checkDeadline();
-        return this.delegate.send(record, callback);
-    }
-
-    @Override
-    public void flush() {
-        this.delegate.flush();
-    }
-
-    @Override
-    public List<PartitionInfo> partitionsFor(String topic) {
-        return this.delegate.partitionsFor(topic);
-    }
-
-    @Override
-    public Map<MetricName, ? extends Metric> metrics() {
-        return this.delegate.metrics();
-    }
-
-    @Override
-    public Uuid clientInstanceId(Duration timeout) {
-        return this.delegate.clientInstanceId(timeout);
-    }
-
-    @Override
-    public void registerMetricForSubscription(KafkaMetric metric) {
-        this.delegate.registerMetricForSubscription(metric);
-    }
-
-    @Override
-    public void unregisterMetricFromSubscription(KafkaMetric metric) {
-        this.delegate.unregisterMetricFromSubscription(metric);
+        return super.send(record, callback);
     }
 
     @Override
     public void close() {
         // the session stays with the transaction; the transaction manager returns it to the pool
-    }
-
-    @Override
-    public void close(Duration timeout) {
-        // see close()
-    }
-
-    @Override
-    public String toString() {
-        return "BoundSessionProducer[" + this.delegate.session().transactionalId() + "]";
     }
 }
