@@ -26,15 +26,7 @@ final class CommittedReader {
     static List<ConsumerRecord<String, String>> readUntil(String bootstrap, String topic, boolean committedOnly,
             Predicate<List<ConsumerRecord<String, String>>> done) {
         List<ConsumerRecord<String, String>> all = new ArrayList<>();
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(Map.of(
-                ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
-                ConsumerConfig.ISOLATION_LEVEL_CONFIG, committedOnly ? "read_committed" : "read_uncommitted",
-                ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false), new StringDeserializer(), new StringDeserializer())) {
-            List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
-                .map(p -> new TopicPartition(topic, p.partition()))
-                .toList();
-            consumer.assign(partitions);
-            consumer.seekToBeginning(partitions);
+        try (KafkaConsumer<String, String> consumer = openAtBeginning(bootstrap, topic, committedOnly)) {
             long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
             while (!done.test(all)) {
                 if (System.nanoTime() > deadline) {
@@ -53,15 +45,8 @@ final class CommittedReader {
      */
     static List<ConsumerRecord<String, String>> readToEnd(String bootstrap, String topic, boolean committedOnly) {
         List<ConsumerRecord<String, String>> all = new ArrayList<>();
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(Map.of(
-                ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
-                ConsumerConfig.ISOLATION_LEVEL_CONFIG, committedOnly ? "read_committed" : "read_uncommitted",
-                ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false), new StringDeserializer(), new StringDeserializer())) {
-            List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
-                .map(p -> new TopicPartition(topic, p.partition()))
-                .toList();
-            consumer.assign(partitions);
-            consumer.seekToBeginning(partitions);
+        try (KafkaConsumer<String, String> consumer = openAtBeginning(bootstrap, topic, committedOnly)) {
+            List<TopicPartition> partitions = List.copyOf(consumer.assignment());
             Map<TopicPartition, Long> end = consumer.endOffsets(partitions);
             long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
             while (partitions.stream().anyMatch(tp -> consumer.position(tp) < end.get(tp))) {
@@ -72,6 +57,21 @@ final class CommittedReader {
             }
         }
         return all;
+    }
+
+    /** A consumer of every partition of {@code topic}, positioned at the beginning, with the isolation level asked. */
+    private static KafkaConsumer<String, String> openAtBeginning(String bootstrap, String topic,
+            boolean committedOnly) {
+        KafkaConsumer<String, String> consumer = new KafkaConsumer<>(Map.of(
+                ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
+                ConsumerConfig.ISOLATION_LEVEL_CONFIG, committedOnly ? "read_committed" : "read_uncommitted",
+                ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false), new StringDeserializer(), new StringDeserializer());
+        List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
+            .map(p -> new TopicPartition(topic, p.partition()))
+            .toList();
+        consumer.assign(partitions);
+        consumer.seekToBeginning(partitions);
+        return consumer;
     }
 
     /** Reads committed records until one with key {@code markerKey} has been read. */
