@@ -5,5 +5,10 @@ CREATE TABLE IF NOT EXISTS kafka_txn_decision_log (
     transactional_id VARCHAR(512) NOT NULL PRIMARY KEY,
     producer_id      BIGINT       NOT NULL,
     producer_epoch   SMALLINT     NOT NULL,
+    -- the coordinator's start time of the prepared transaction: with producer id and epoch it names exactly one
+    -- transaction (NULL only in rows written before this column existed)
+    txn_start_ms     BIGINT,
     decided_at       TIMESTAMP    NOT NULL
 );
+-- Migration of a table created by version 0.1 (before txn_start_ms):
+ALTER TABLE kafka_txn_decision_log ADD COLUMN IF NOT EXISTS txn_start_ms BIGINT;

@@ -33,6 +33,8 @@ public class TwoPhaseRecoveryEndpoint {
         status.put("prefix", this.recovery.transactionalIdPrefix());
         status.put("lastReport", this.recovery.lastReport().map(TwoPhaseRecoveryEndpoint::describe).orElse(null));
         status.put("lost", this.recovery.lostTransactions().stream().map(LostTransaction::transactionalId).toList());
+        status.put("inDoubt",
+                this.recovery.inDoubtTransactions().stream().map(LostTransaction::transactionalId).toList());
         return status;
     }
 
@@ -50,6 +52,8 @@ public class TwoPhaseRecoveryEndpoint {
         out.put("lost", report.lost().stream().map(l -> Map.of("transactionalId", l.transactionalId(),
                 "reason", l.reason())).toList());
         out.put("failed", report.failed());
+        out.put("inDoubt", report.inDoubt().stream().map(l -> Map.of("transactionalId", l.transactionalId(),
+                "reason", l.reason())).toList());
         return out;
     }
 }

@@ -25,7 +25,8 @@ public class TwoPhaseRecoveryHealthIndicator implements HealthIndicator {
     @Override
     public Health health() {
         List<LostTransaction> lost = this.recovery.lostTransactions();
-        Health.Builder builder = lost.isEmpty() ? Health.up() : Health.down();
+        List<LostTransaction> inDoubt = this.recovery.inDoubtTransactions();
+        Health.Builder builder = lost.isEmpty() && inDoubt.isEmpty() ? Health.up() : Health.down();
         builder.withDetail("prefix", this.recovery.transactionalIdPrefix())
             .withDetail("committed", this.recovery.committedCount())
             .withDetail("alreadyCommitted", this.recovery.alreadyCommittedCount())
@@ -33,6 +34,10 @@ public class TwoPhaseRecoveryHealthIndicator implements HealthIndicator {
             .withDetail("lost", this.recovery.lostCount());
         if (!lost.isEmpty()) {
             builder.withDetail("lostTransactionalIds", lost.stream().map(LostTransaction::transactionalId).toList());
+        }
+        if (!inDoubt.isEmpty()) {
+            builder.withDetail("inDoubtTransactionalIds",
+                    inDoubt.stream().map(LostTransaction::transactionalId).toList());
         }
         return builder.build();
     }

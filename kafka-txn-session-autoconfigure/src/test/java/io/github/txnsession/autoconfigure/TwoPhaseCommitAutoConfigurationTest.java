@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
+import io.github.txnsession.kafka.PreparedTransaction;
 import io.github.txnsession.kafka.SessionProducer;
 import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
@@ -16,7 +17,6 @@ import io.github.txnsession.spring.jdbc.LostTransactionHandler;
 import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
 import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.producer.PreparedTxnState;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
@@ -100,8 +100,8 @@ class TwoPhaseCommitAutoConfigurationTest {
         String db = EmbeddedKafkaCluster.uniqueName("db");
         // what a crash after the JDBC commit leaves: a prepared transaction and its decision row, for two slots;
         // slot 1's transaction times out before the application comes back
-        PreparedTxnState decided = prepareAndAbandon(prefix + "0", topic, "decided", 120_000);
-        PreparedTxnState lost = prepareAndAbandon(prefix + "1", topic, "lost", 1_000);
+        PreparedTransaction decided = prepareAndAbandon(prefix + "0", topic, "decided", 120_000);
+        PreparedTransaction lost = prepareAndAbandon(prefix + "1", topic, "lost", 1_000);
         await().atMost(Duration.ofSeconds(30)).until(() -> kafka.cluster().admin()
             .describeTransactions(List.of(prefix + "1")).description(prefix + "1").get()
             .state() != TransactionState.ONGOING);
@@ -137,7 +137,7 @@ class TwoPhaseCommitAutoConfigurationTest {
             .containsExactly("decided");
     }
 
-    private static PreparedTxnState prepareAndAbandon(String txnId, String topic, String value, int timeoutMs) {
+    private static PreparedTransaction prepareAndAbandon(String txnId, String topic, String value, int timeoutMs) {
         Map<String, Object> configs = kafka.cluster().clientConfigs();
         configs.put("transactional.id", txnId);
         configs.put("transaction.timeout.ms", timeoutMs);
@@ -146,7 +146,7 @@ class TwoPhaseCommitAutoConfigurationTest {
         session.beginTransaction();
         new SessionProducer<>(session, new StringSerializer(), new StringSerializer())
             .send(new ProducerRecord<>(topic, txnId, value));
-        PreparedTxnState state = session.prepareTransaction();
+        PreparedTransaction state = session.prepareTransaction();
         // a crash: the process is gone without abort (the session object is simply dropped)
         return state;
     }

@@ -5,9 +5,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
+import io.github.txnsession.kafka.PreparedTransaction;
 import io.github.txnsession.kafka.SessionState;
 import io.github.txnsession.spring.CurrentTransactionSession;
-import org.apache.kafka.clients.producer.PreparedTxnState;
 
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.kafka.core.KafkaTemplate;
@@ -139,7 +139,7 @@ public class OrderService {
         this.template.send(TransactionalKafkaTemplateTest.ORDERS, key, "order " + key);
         long producerId = this.current.producerId();
         short epoch = this.current.producerEpoch();
-        PreparedTxnState prepared = this.current.prepareTransaction();
+        PreparedTransaction prepared = this.current.prepareTransaction();
         return new Identity(this.current.transactionalId(), producerId, epoch,
                 prepared.producerId() + ":" + prepared.epoch(), this.current.state());
     }

@@ -5,12 +5,12 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 
+import io.github.txnsession.kafka.PreparedTransaction;
 import io.github.txnsession.kafka.SessionState;
 import io.github.txnsession.kafka.ShareAcknowledgement;
 import io.github.txnsession.kafka.TransactionSession;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
-import org.apache.kafka.clients.producer.PreparedTxnState;
 import org.apache.kafka.common.TopicPartition;
 
 /**
@@ -91,7 +91,7 @@ public final class CurrentTransactionSession {
      *
      * @return the transaction's {@code producerId:epoch}
      */
-    public PreparedTxnState prepareTransaction() {
+    public PreparedTransaction prepareTransaction() {
         return get().prepareTransaction();
     }
 

@@ -18,7 +18,8 @@ public class TransactionLostException extends TransactionSessionException {
      * @param cause the underlying error, if any
      */
     public TransactionLostException(String transactionalId, String detail, @Nullable Throwable cause) {
-        super(transactionalId, "the transaction was aborted by the coordinator (LOST), most likely because it "
-                + "exceeded transaction.timeout.ms; none of its records become visible. " + detail, cause);
+        super(transactionalId, "the transaction was aborted (LOST): the coordinator timed it out "
+                + "(transaction.timeout.ms), a producer with the same transactional.id fenced it, or another party "
+                + "aborted it; none of its records become visible. " + detail, cause);
     }
 }

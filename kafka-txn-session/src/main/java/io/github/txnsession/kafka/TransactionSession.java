@@ -1,15 +1,21 @@
 package io.github.txnsession.kafka;
 
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Future;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.Lock;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
@@ -29,14 +35,8 @@ import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.InterruptException;
-import org.apache.kafka.common.errors.InvalidProducerEpochException;
-import org.apache.kafka.common.errors.InvalidTxnStateException;
-import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.TimeoutException;
-import org.apache.kafka.common.errors.UnsupportedVersionException;
-import org.apache.kafka.common.protocol.Errors;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -85,20 +85,36 @@ public final class TransactionSession implements AutoCloseable {
 
     private static final Logger log = LoggerFactory.getLogger(TransactionSession.class);
 
+    private static final String PRODUCER_IO_THREAD = "kafka-producer-network-thread";
+    private static final String TXN_SHARE_ACKNOWLEDGE = "TXN_SHARE_ACKNOWLEDGE";
+
     private final TransactionSessionConfig config;
     private final String transactionalId;
     private final @Nullable KafkaProducer<byte[], byte[]> producer;
     private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
     private final List<SessionParticipant> participants = new CopyOnWriteArrayList<>();
     private final List<SessionListener> listeners = new CopyOnWriteArrayList<>();
+    private final List<ShareAckHolder> shareAckHolders = new CopyOnWriteArrayList<>();
     private final AtomicReference<@Nullable Exception> sendFailure = new AtomicReference<>();
     private final Object coordinatorLock = new Object();
+    private final AtomicBoolean closeStarted = new AtomicBoolean();
+    private final CountDownLatch closeDone = new CountDownLatch(1);
+    private final @Nullable ScheduledExecutorService heartbeats;
     private volatile SessionState state;
     private @Nullable CoordinatorView coordinator;
-    /** identity of the open, prepared or resumed transaction, once read from the coordinator */
-    private volatile @Nullable TxnIdentity identity;
-    private volatile boolean dataSent;
-    private final @Nullable ScheduledExecutorService heartbeats;
+    /** the open, prepared or resumed transaction, once known (live: read at prepare or by a heartbeat) */
+    private volatile @Nullable PreparedTransaction txn;
+    /** live: the producer id and epoch the producer writes with, or null when not known */
+    private volatile @Nullable ProducerIdentity producerIdentity;
+    /** live: whether records or offsets were sent in the open transaction (it reached the coordinator) */
+    private volatile boolean wrote;
+    /** live: counts transactions, so that a late finding about one never touches the next (heartbeat) */
+    private volatile long generation;
+    /** live: the last commit timed out; kafka-clients keeps its EndTxn(commit) and only lets it be awaited again */
+    private volatile boolean commitPending;
+    /** the transaction failed fatally on a thread that could not tell the participants; the next call does */
+    private volatile boolean participantsOwedAbort;
+    private volatile @Nullable Boolean txnShareAcks;
 
     /**
      * Creates a live session. Nothing connects until {@link #initialize()}.
@@ -111,11 +127,11 @@ public final class TransactionSession implements AutoCloseable {
         this(TransactionSessionConfig.of(Objects.requireNonNull(configs, "configs")), true, null);
     }
 
-    private TransactionSession(TransactionSessionConfig config, boolean live, @Nullable TxnIdentity resumed) {
+    private TransactionSession(TransactionSessionConfig config, boolean live, @Nullable PreparedTransaction resumed) {
         this.config = config;
         this.transactionalId = config.transactionalId();
         this.producer = live ? new KafkaProducer<>(config.producerConfigs()) : null;
-        this.identity = resumed;
+        this.txn = resumed;
         this.state = live ? SessionState.UNINITIALIZED : SessionState.PREPARED;
         if (live && !config.heartbeatInterval().isZero()) {
             ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, r -> {
@@ -134,48 +150,51 @@ public final class TransactionSession implements AutoCloseable {
     }
 
     /**
-     * Resumes a transaction that another session (usually in another process) opened and prepared, in order to
-     * finish it. Creates no producer and no thread: it talks to the transaction coordinator directly.
+     * Resumes a transaction that another session (usually in another process) prepared, in order to finish it.
+     * Creates no producer and no thread: it talks to the transaction coordinator directly.
      *
      * <p>The identity is checked with the coordinator first: an unknown transactional id, a producer id the
-     * coordinator does not hold, or an epoch it never reached throw {@link TransactionIdentityMismatchException}
-     * and touch nothing. A transaction that has already ended is accepted: completing it reports how it ended.
+     * coordinator does not hold (unless the epoch overflowed into a new producer id), or an epoch it never reached
+     * throw {@link TransactionIdentityMismatchException} and touch nothing. A transaction that has already ended is
+     * accepted: completing it reports how it ended. An {@linkplain PreparedTransaction#isEmpty() empty} transaction
+     * needs no coordinator: completing it reports {@link CompletionOutcome#EMPTY}.
      *
      * @param transactionalId the transactional id of the prepared transaction
-     * @param producerId its producer id (see {@link PreparedTxnState#producerId()})
-     * @param producerEpoch its epoch (see {@link PreparedTxnState#epoch()})
+     * @param prepared what {@link #prepareTransaction()} returned
      * @param configs client configs: {@code bootstrap.servers} and security settings; session keys allowed
      * @return a session in state {@link SessionState#PREPARED}
      */
-    public static TransactionSession resume(String transactionalId, long producerId, short producerEpoch,
+    public static TransactionSession resume(String transactionalId, PreparedTransaction prepared,
             Map<String, ?> configs) {
         Objects.requireNonNull(transactionalId, "transactionalId");
+        Objects.requireNonNull(prepared, "prepared");
         Objects.requireNonNull(configs, "configs");
-        if (producerId < 0 || producerEpoch < 0) {
-            throw new IllegalArgumentException("resume needs the producerId and epoch of a prepared transaction, got "
-                    + producerId + ":" + producerEpoch);
-        }
         TransactionSessionConfig config = TransactionSessionConfig.forResume(transactionalId, configs);
-        TxnIdentity expected = new TxnIdentity(producerId, producerEpoch);
-        TransactionSession session = new TransactionSession(config, false, expected);
+        TransactionSession session = new TransactionSession(config, false, prepared);
+        if (prepared.isEmpty()) {
+            return session;
+        }
         try {
-            Optional<TransactionDescription> d = session.coordinator().describe();
-            if (d.isEmpty()) {
+            CoordinatorView view = session.coordinator();
+            Optional<TransactionDescription> d = view.describe();
+            TransactionStanding standing = view.standing(prepared, d);
+            String mismatch = switch (standing) {
+                case UNKNOWN_ID -> "the coordinator does not know transactional.id '" + transactionalId + "'";
+                case NEVER_REACHED -> "epoch " + prepared.epoch() + " was given, but the coordinator is at epoch "
+                        + d.map(TransactionDescription::producerEpoch).orElse((short) -1)
+                        + ", so that transaction never existed";
+                default -> d.isPresent() && d.get().producerId() != prepared.producerId()
+                        && standing != TransactionStanding.OVERFLOWED && !sameStart(prepared, d.get())
+                        ? "producerId " + prepared.producerId() + " was given, but the coordinator holds producerId "
+                                + d.get().producerId() + " for this transactional.id"
+                        : null;
+            };
+            if (mismatch != null) {
                 throw new TransactionIdentityMismatchException(transactionalId,
-                        "the coordinator does not know transactional.id '" + transactionalId + "'");
+                        mismatch + ". " + CoordinatorView.describeForMessage(d));
             }
-            if (d.get().producerId() != producerId) {
-                throw new TransactionIdentityMismatchException(transactionalId, "producerId " + producerId
-                        + " was given, but the coordinator holds producerId " + d.get().producerId() + " (epoch "
-                        + d.get().producerEpoch() + ", state " + d.get().state() + ") for this transactional.id");
-            }
-            if (producerEpoch > d.get().producerEpoch()) {
-                throw new TransactionIdentityMismatchException(transactionalId, "epoch " + producerEpoch
-                        + " was given, but the coordinator is at epoch " + d.get().producerEpoch()
-                        + " (state " + d.get().state() + "), so that transaction never existed");
-            }
-            log.info("Resumed transaction {} of '{}' (coordinator: {} {}:{})", expected, transactionalId,
-                    d.get().state(), d.get().producerId(), d.get().producerEpoch());
+            log.info("Resumed transaction {} of '{}' ({})", prepared, transactionalId,
+                    CoordinatorView.describeForMessage(d));
             return session;
         }
         catch (RuntimeException ex) {
@@ -184,26 +203,51 @@ public final class TransactionSession implements AutoCloseable {
         }
     }
 
+    private static boolean sameStart(PreparedTransaction prepared, TransactionDescription d) {
+        return prepared.hasStartTime() && d.startTimeMs() == prepared.startTimeMs();
+    }
+
+    /**
+     * Resumes from Kafka's {@code producerId:epoch} form, without the start time: see {@link PreparedTransaction}
+     * for what that cannot tell apart. Prefer {@link #resume(String, PreparedTransaction, Map)}.
+     */
+    public static TransactionSession resume(String transactionalId, PreparedTxnState state, Map<String, ?> configs) {
+        return resume(transactionalId, PreparedTransaction.from(Objects.requireNonNull(state, "state")), configs);
+    }
+
+    /**
+     * Resumes from a producer id and epoch, without the start time: see {@link PreparedTransaction} for what that
+     * cannot tell apart. Prefer {@link #resume(String, PreparedTransaction, Map)}.
+     */
+    public static TransactionSession resume(String transactionalId, long producerId, short producerEpoch,
+            Map<String, ?> configs) {
+        if (producerId < 0 || producerEpoch < 0) {
+            throw new IllegalArgumentException("resume needs the producerId and epoch of a prepared transaction, got "
+                    + producerId + ":" + producerEpoch);
+        }
+        return resume(transactionalId, PreparedTransaction.of(producerId, producerEpoch, -1), configs);
+    }
+
     /**
      * Resumes whatever transaction is open for {@code transactionalId} right now, without knowing its identity:
      * for recovery tools that must abort leftovers of a crashed process. Creates no producer.
      *
-     * @return a resumed session in state {@link SessionState#PREPARED} for the open transaction, or empty when the
-     *         id is unknown or has no open transaction
+     * @return a resumed session in state {@link SessionState#PREPARED} for the open transaction (with its start
+     *         time), or empty when the id is unknown or has no open transaction
      */
     public static Optional<TransactionSession> resumeOpen(String transactionalId, Map<String, ?> configs) {
         Objects.requireNonNull(transactionalId, "transactionalId");
         Objects.requireNonNull(configs, "configs");
         TransactionSessionConfig config = TransactionSessionConfig.forResume(transactionalId, configs);
-        TransactionSession probe = new TransactionSession(config, false, new TxnIdentity(-1, (short) -1));
+        TransactionSession probe = new TransactionSession(config, false, PreparedTransaction.empty(-1, (short) -1));
         try {
             Optional<TransactionDescription> d = probe.coordinator().describe();
             if (d.isEmpty() || !(d.get().isOngoing() || d.get().isCommitting() || d.get().isAborting())) {
                 probe.closeQuietly();
                 return Optional.empty();
             }
-            probe.identity = new TxnIdentity(d.get().producerId(), d.get().producerEpoch());
-            log.info("Resumed open transaction {} of '{}' (coordinator state {})", probe.identity, transactionalId,
+            probe.txn = PreparedTransaction.of(d.get().producerId(), d.get().producerEpoch(), d.get().startTimeMs());
+            log.info("Resumed open transaction {} of '{}' (coordinator state {})", probe.txn, transactionalId,
                     d.get().state());
             return Optional.of(probe);
         }
@@ -213,15 +257,6 @@ public final class TransactionSession implements AutoCloseable {
         }
     }
 
-    /** Convenience for {@code resume(transactionalId, state.producerId(), state.epoch(), configs)}. */
-    public static TransactionSession resume(String transactionalId, PreparedTxnState state, Map<String, ?> configs) {
-        Objects.requireNonNull(state, "state");
-        if (!state.hasTransaction()) {
-            throw new IllegalArgumentException("The PreparedTxnState is empty: it names no transaction to resume");
-        }
-        return resume(transactionalId, state.producerId(), state.epoch(), configs);
-    }
-
     // ---------------------------------------------------------------- lifecycle
 
     /**
@@ -229,18 +264,79 @@ public final class TransactionSession implements AutoCloseable {
      * and aborting whatever transaction it left open. Must be called once before {@link #beginTransaction()}.
      */
     public void initialize() {
-        lifecycle(SessionOperation.INITIALIZE, SessionState.UNINITIALIZED, SessionState.READY,
-                () -> liveProducer().initTransactions());
-        log.debug("Transaction session '{}' initialized", this.transactionalId);
+        Lock write = lockForLifecycle(SessionOperation.INITIALIZE);
+        try {
+            SessionStateMachine.check(this.transactionalId, this.state, SessionOperation.INITIALIZE);
+            try {
+                liveProducer().initTransactions();
+            }
+            catch (RuntimeException ex) {
+                throw failed(SessionOperation.INITIALIZE, SessionState.UNINITIALIZED, ex);
+            }
+            learnProducerIdentity();
+            move(SessionState.READY);
+        }
+        finally {
+            write.unlock();
+        }
+        log.debug("Transaction session '{}' initialized ({})", this.transactionalId, this.producerIdentity);
     }
 
     /** Opens a transaction. Bound producers may send and bound consumers' progress joins it. */
     public void beginTransaction() {
-        lifecycle(SessionOperation.BEGIN, SessionState.IN_TRANSACTION, SessionState.IN_TRANSACTION, () -> {
-            liveProducer().beginTransaction();
-            this.identity = null;
-            this.dataSent = false;
+        Lock write = lockForLifecycle(SessionOperation.BEGIN);
+        try {
+            SessionStateMachine.check(this.transactionalId, this.state, SessionOperation.BEGIN);
+            if (this.producerIdentity == null) {
+                learnProducerIdentity(); // only after an anomaly (overflow, failed transaction): one coordinator look
+            }
+            try {
+                liveProducer().beginTransaction();
+            }
+            catch (RuntimeException ex) {
+                throw failed(SessionOperation.BEGIN, SessionState.READY, ex);
+            }
+            this.txn = null;
+            this.wrote = false;
+            this.commitPending = false;
             this.sendFailure.set(null);
+            this.generation++;
+            move(SessionState.IN_TRANSACTION);
+        }
+        finally {
+            write.unlock();
+        }
+    }
+
+    /**
+     * Registers partitions with the open transaction before anything is sent to them, so that a transaction fails
+     * at once when a partition does not exist or cannot be reached, instead of at its first send.
+     *
+     * <p>What it means depends on the cluster's transaction version. With version 2 (the default since Kafka 4.0)
+     * clients do not register partitions at all: the partition leader adds its partition to the transaction when
+     * the first record arrives. This call then checks that every partition exists (waiting for metadata up to
+     * {@code max.block.ms}) and registers nothing; the transaction stays empty until something is sent. With
+     * version 1 it does the same checks; kafka-clients registers the partitions with its first send to each.
+     * Write authorization is checked by the first send in both cases.
+     *
+     * @param partitions the partitions the transaction will write to
+     * @throws IllegalArgumentException naming the partition, when a topic has no such partition
+     * @throws IllegalStateException when no transaction is open
+     */
+    public void addPartitionsToTransaction(Collection<TopicPartition> partitions) {
+        Objects.requireNonNull(partitions, "partitions");
+        participate(SessionOperation.SEND, () -> {
+            Map<String, Integer> counts = new HashMap<>();
+            for (TopicPartition tp : partitions) {
+                Objects.requireNonNull(tp, "partition");
+                int count = counts.computeIfAbsent(tp.topic(), t -> liveProducer().partitionsFor(t).size());
+                if (tp.partition() < 0 || tp.partition() >= count) {
+                    throw new IllegalArgumentException("Transaction session '" + this.transactionalId + "': topic '"
+                            + tp.topic() + "' has " + count + " partition(s), so " + tp + " cannot join the "
+                            + "transaction");
+                }
+            }
+            return null;
         });
     }
 
@@ -254,6 +350,7 @@ public final class TransactionSession implements AutoCloseable {
         Objects.requireNonNull(groupMetadata, "groupMetadata");
         participate(SessionOperation.SEND_OFFSETS, () -> {
             if (!offsets.isEmpty()) {
+                this.wrote = true;
                 liveProducer().sendOffsetsToTransaction(offsets, groupMetadata);
             }
             return null;
@@ -263,43 +360,91 @@ public final class TransactionSession implements AutoCloseable {
     /**
      * Makes the open transaction ready for an external decision: flushes every bound producer, adds the bound
      * consumers' offsets, checks that every send succeeded, and returns the transaction's identity. Store the
-     * returned state with the decision; then call {@link #completeTransaction(PreparedTxnState)} here, or resume
-     * and complete from another process.
+     * returned identity with the decision; then call {@link #completeTransaction(PreparedTransaction)} here, or
+     * resume and complete from another process.
      *
-     * @return the open transaction's {@code producerId:epoch}
+     * <p>A transaction that wrote nothing prepares to an {@linkplain PreparedTransaction#isEmpty() empty} identity
+     * without a coordinator call: completing it is a no-op that never touches a later transaction.
+     *
+     * @return the open transaction's identity: producer id, epoch and the coordinator's start time
      * @throws SessionAbortableException if a send failed; the transaction must be aborted
+     * @throws TransactionLostException if the coordinator already aborted it (state ABORTABLE_ERROR: abort it)
+     * @throws SessionFencedException if another producer took the transactional id over
+     * @throws SessionTimeoutException if the coordinator did not answer; prepare may be called again
      */
-    public PreparedTxnState prepareTransaction() {
-        Lock write = this.lock.writeLock();
-        write.lock();
+    public PreparedTransaction prepareTransaction() {
+        Lock write = lockForLifecycle(SessionOperation.PREPARE);
         try {
             SessionStateMachine.check(this.transactionalId, this.state, SessionOperation.PREPARE);
             try {
                 beforeCommit();
                 liveProducer().flush();
-                Exception failed = this.sendFailure.get();
-                if (failed != null) {
-                    move(SessionState.ABORTABLE_ERROR);
-                    throw new SessionAbortableException(this.transactionalId,
-                            "prepareTransaction() found a failed send (" + failed + ").", failed);
-                }
-                TxnIdentity txn = readIdentity();
-                move(SessionState.PREPARED);
-                log.debug("Transaction session '{}' prepared {}", this.transactionalId, txn);
-                return txn.toPreparedState();
             }
-            catch (KafkaException ex) {
-                throw translate(SessionOperation.PREPARE, SessionState.IN_TRANSACTION, ex);
+            catch (RuntimeException ex) {
+                throw failed(SessionOperation.PREPARE, SessionState.IN_TRANSACTION, ex);
             }
+            Exception failedSend = this.sendFailure.get();
+            if (failedSend != null) {
+                move(SessionState.ABORTABLE_ERROR);
+                throw new SessionAbortableException(this.transactionalId,
+                        "prepareTransaction() found a failed send (" + failedSend + ").", failedSend);
+            }
+            PreparedTransaction prepared = this.wrote ? readOpenTransaction() : emptyTransaction();
+            this.txn = prepared;
+            move(SessionState.PREPARED);
+            log.debug("Transaction session '{}' prepared {}", this.transactionalId, prepared);
+            return prepared;
         }
         finally {
             write.unlock();
         }
     }
 
+    private PreparedTransaction emptyTransaction() {
+        ProducerIdentity known = this.producerIdentity;
+        return known == null ? PreparedTransaction.empty(-1, (short) -1)
+                : PreparedTransaction.empty(known.producerId(), known.epoch());
+    }
+
+    /** The open transaction wrote: the coordinator must show it Ongoing under this producer's identity. */
+    private PreparedTransaction readOpenTransaction() {
+        Optional<TransactionDescription> found;
+        try {
+            found = coordinator().describe();
+        }
+        catch (TimeoutException | InterruptException ex) {
+            throw new SessionTimeoutException(this.transactionalId, "prepareTransaction()", ex);
+        }
+        ProducerIdentity known = this.producerIdentity;
+        if (found.isPresent() && found.get().isOngoing() && (known == null
+                || (known.producerId() == found.get().producerId() && known.epoch() == found.get().producerEpoch()))) {
+            TransactionDescription d = found.get();
+            return PreparedTransaction.of(d.producerId(), d.producerEpoch(), d.startTimeMs());
+        }
+        String seen = CoordinatorView.describeForMessage(found);
+        if (found.isPresent() && (found.get().isAborting() || found.get().isCompleteAbort())) {
+            move(SessionState.ABORTABLE_ERROR);
+            throw new TransactionLostException(this.transactionalId, "prepareTransaction() found it aborted; abort "
+                    + "the session's transaction (expected producer " + known + "). " + seen, null);
+        }
+        if (found.isPresent() && known != null && (found.get().producerId() != known.producerId()
+                || found.get().producerEpoch() > known.epoch())) {
+            failFatal(null);
+            throw new SessionFencedException(this.transactionalId, "prepareTransaction() (the session's producer is "
+                    + known + "; " + seen + ")", null);
+        }
+        move(SessionState.ABORTABLE_ERROR);
+        throw new SessionAbortableException(this.transactionalId, "prepareTransaction(): the transaction wrote "
+                + "records or offsets, but the coordinator has no open transaction for it. " + seen, null);
+    }
+
     /**
      * Commits the open or prepared transaction. Bound consumers' offsets are added first. On a resumed session this
      * finishes the resumed transaction, and is idempotent: a transaction that is already committed reports success.
+     *
+     * <p>A commit that times out moves the session to PREPARED: kafka-clients keeps the commit request and sends it,
+     * so call {@code commitTransaction()} again to learn its outcome (offsets are not sent twice). An
+     * {@link #abortTransaction()} then reports the commit if it went through.
      *
      * @throws SessionFencedException if another session took over; nothing becomes visible
      * @throws SessionAbortableException if the transaction failed; abort it
@@ -308,26 +453,13 @@ public final class TransactionSession implements AutoCloseable {
      */
     public void commitTransaction() {
         if (isResumed()) {
-            TxnIdentity txn = Objects.requireNonNull(this.identity);
-            completeTransaction(txn.toPreparedState());
+            completeTransaction(Objects.requireNonNull(this.txn));
             return;
         }
-        Lock write = this.lock.writeLock();
-        write.lock();
+        Lock write = lockForLifecycle(SessionOperation.COMMIT);
         try {
-            SessionState from = this.state;
-            SessionStateMachine.check(this.transactionalId, from, SessionOperation.COMMIT);
-            try {
-                if (from == SessionState.IN_TRANSACTION) {
-                    beforeCommit();
-                }
-                move(SessionState.COMMITTING);
-                liveProducer().commitTransaction();
-                ended(SessionState.READY, true);
-            }
-            catch (KafkaException ex) {
-                throw translate(SessionOperation.COMMIT, from, ex);
-            }
+            SessionStateMachine.check(this.transactionalId, this.state, SessionOperation.COMMIT);
+            commitLive();
         }
         finally {
             write.unlock();
@@ -337,25 +469,21 @@ public final class TransactionSession implements AutoCloseable {
     /**
      * Aborts the open, prepared or failed transaction: nothing it wrote becomes visible, bound consumers rewind to
      * where it began. On a resumed session this aborts the resumed transaction at the coordinator.
+     *
+     * @throws TransactionSessionException if an earlier commit that timed out has meanwhile committed the
+     *         transaction: it cannot be aborted, the session is READY and bound consumers keep their progress
+     * @throws SessionTimeoutException if the abort (or the earlier commit it waits for) did not finish in time;
+     *         call {@code abortTransaction()} again
      */
     public void abortTransaction() {
-        Lock write = this.lock.writeLock();
-        write.lock();
+        Lock write = lockForLifecycle(SessionOperation.ABORT);
         try {
-            SessionState from = this.state;
-            SessionStateMachine.check(this.transactionalId, from, SessionOperation.ABORT);
-            move(SessionState.ABORTING);
-            try {
-                if (isResumed()) {
-                    abortResumed(from);
-                }
-                else {
-                    liveProducer().abortTransaction();
-                    ended(SessionState.READY, false);
-                }
+            SessionStateMachine.check(this.transactionalId, this.state, SessionOperation.ABORT);
+            if (isResumed()) {
+                finishResumed(false);
             }
-            catch (KafkaException ex) {
-                throw translate(SessionOperation.ABORT, from, ex);
+            else {
+                abortLive();
             }
         }
         finally {
@@ -364,106 +492,391 @@ public final class TransactionSession implements AutoCloseable {
     }
 
     /**
-     * Finishes a prepared transaction from the state stored with the external decision: commits if {@code state}
-     * names the transaction that is prepared now, aborts it otherwise. Idempotent on a resumed session: completing
-     * an already-committed transaction again reports {@link CompletionOutcome#ALREADY_COMMITTED}, so retries after a
-     * crash are safe. Outcomes that cannot be known are thrown, never guessed.
+     * Finishes a prepared transaction from the identity stored with the external decision: commits if
+     * {@code prepared} names the transaction that is prepared now, aborts it otherwise. Idempotent on a resumed
+     * session: completing an already-committed transaction again reports
+     * {@link CompletionOutcome#ALREADY_COMMITTED}, so retries after a crash are safe. Outcomes that cannot be known
+     * are thrown, never guessed; the full table is in {@link ResumedCompletion} and the README.
      *
-     * @param state the state {@link #prepareTransaction()} returned, as stored by the decision maker
+     * @param prepared the identity {@link #prepareTransaction()} returned, as stored by the decision maker
      * @return what was done
-     * @throws TransactionLostException the coordinator aborted the transaction (e.g. it timed out)
-     * @throws TransactionSupersededException the id moved on; the outcome is unknown
+     * @throws TransactionLostException the transaction was aborted (timeout, fencing, another party)
+     * @throws TransactionSupersededException the id moved on and the outcome is unknown
      * @throws SessionFencedException another producer took the id over
      */
-    public CompletionOutcome completeTransaction(PreparedTxnState state) {
-        Objects.requireNonNull(state, "state");
-        Lock write = this.lock.writeLock();
-        write.lock();
+    public CompletionOutcome completeTransaction(PreparedTransaction prepared) {
+        Objects.requireNonNull(prepared, "prepared");
+        Lock write = lockForLifecycle(SessionOperation.COMPLETE);
         try {
             SessionStateMachine.check(this.transactionalId, this.state, SessionOperation.COMPLETE);
-            TxnIdentity prepared = Objects.requireNonNull(this.identity);
-            boolean matches = prepared.matches(state);
-            if (!isResumed()) {
-                try {
-                    move(matches ? SessionState.COMMITTING : SessionState.ABORTING);
-                    if (matches) {
-                        liveProducer().commitTransaction();
-                    }
-                    else {
-                        liveProducer().abortTransaction();
-                    }
-                    ended(SessionState.READY, matches);
-                    return matches ? CompletionOutcome.COMMITTED : CompletionOutcome.ABORTED;
+            PreparedTransaction current = Objects.requireNonNull(this.txn);
+            boolean matches = current.sameTransaction(prepared);
+            if (isResumed()) {
+                if (!matches) {
+                    log.info("completeTransaction({}) on '{}': the resumed transaction is {}; aborting it", prepared,
+                            this.transactionalId, current);
                 }
-                catch (KafkaException ex) {
-                    throw translate(SessionOperation.COMPLETE, SessionState.PREPARED, ex);
-                }
+                return finishResumed(matches);
             }
-            if (!matches) {
-                log.info("completeTransaction({}) on '{}': prepared transaction is {}; aborting it", state,
-                        this.transactionalId, prepared);
-                move(SessionState.ABORTING);
-                return abortResumed(SessionState.PREPARED);
+            if (matches) {
+                commitLive();
+                return current.isEmpty() ? CompletionOutcome.EMPTY : CompletionOutcome.COMMITTED;
             }
-            move(SessionState.COMMITTING);
-            return commitResumed(prepared);
+            log.info("completeTransaction({}) on '{}': the prepared transaction is {}; aborting it", prepared,
+                    this.transactionalId, current);
+            abortLive();
+            return current.isEmpty() ? CompletionOutcome.EMPTY : CompletionOutcome.ABORTED;
         }
         finally {
             write.unlock();
         }
     }
+
+    /**
+     * Completes from Kafka's {@code producerId:epoch} form: matches on producer id and epoch only. See
+     * {@link PreparedTransaction} for what that cannot tell apart; prefer
+     * {@link #completeTransaction(PreparedTransaction)}.
+     */
+    public CompletionOutcome completeTransaction(PreparedTxnState state) {
+        return completeTransaction(PreparedTransaction.from(Objects.requireNonNull(state, "state")));
+    }
+
+    // ---------------------------------------------------------------- the live engine
+
+    /** Commits through the producer; caller holds the write lock and checked the state. */
+    private void commitLive() {
+        SessionState from = this.state;
+        boolean reachedProducer = false;
+        try {
+            if (from == SessionState.IN_TRANSACTION) {
+                beforeCommit();
+            }
+            move(SessionState.COMMITTING);
+            reachedProducer = true;
+            liveProducer().commitTransaction(); // after a timed-out commit: awaits that commit, sends nothing new
+            this.commitPending = false;
+            endedCleanly(true);
+        }
+        catch (RuntimeException ex) {
+            if (reachedProducer && isTimeout(ex)) {
+                // kafka-clients keeps the EndTxn(commit) and sends it; only commitTransaction() may follow
+                this.commitPending = true;
+                move(SessionState.PREPARED);
+                throw new SessionTimeoutException(this.transactionalId, "commitTransaction()", ex);
+            }
+            throw failed(SessionOperation.COMMIT, from, ex);
+        }
+    }
+
+    /** Aborts through the producer; caller holds the write lock and checked the state. */
+    private void abortLive() {
+        move(SessionState.ABORTING);
+        if (this.commitPending && awaitPendingCommit()) {
+            throw new TransactionSessionException(this.transactionalId, "abortTransaction(): the earlier "
+                    + "commitTransaction() that timed out has completed, so the transaction is COMMITTED and cannot "
+                    + "be aborted. Its records and offsets are visible; the session is READY.", null);
+        }
+        try {
+            liveProducer().abortTransaction();
+            endedCleanly(false);
+        }
+        catch (RuntimeException ex) {
+            if (isTimeout(ex)) {
+                move(SessionState.ABORTABLE_ERROR); // kafka-clients lets the abort be retried
+                throw new SessionTimeoutException(this.transactionalId, "abortTransaction()", ex);
+            }
+            // the abort failed: the coordinator aborts the transaction after its timeout, or already did; it never
+            // commits, so the participants rewind
+            failFatal(null);
+            if (KafkaErrors.isFenced(ex)) {
+                throw new SessionFencedException(this.transactionalId, "abortTransaction()", ex);
+            }
+            throw new TransactionSessionException(this.transactionalId, "abortTransaction() failed (" + ex + "); the "
+                    + "transaction never commits (the coordinator aborts it after transaction.timeout.ms, if it has "
+                    + "not already). Close this session and create a new one.", ex);
+        }
+    }
+
+    /**
+     * After a commit timed out, kafka-clients refuses an abort: its EndTxn(commit) is queued or at the coordinator.
+     * Waits for that commit's result (commitTransaction() on a pending commit sends nothing new).
+     *
+     * @return true if it committed (the session is READY), false if it failed (an abort may follow)
+     */
+    private boolean awaitPendingCommit() {
+        try {
+            liveProducer().commitTransaction();
+            this.commitPending = false;
+            endedCleanly(true);
+            return true;
+        }
+        catch (RuntimeException ex) {
+            if (isTimeout(ex)) {
+                move(SessionState.PREPARED);
+                throw new SessionTimeoutException(this.transactionalId, "abortTransaction() (it waits for the "
+                        + "commit sent by the commitTransaction() that timed out, which may still commit)", ex);
+            }
+            this.commitPending = false;
+            log.info("Transaction session '{}': the commit that timed out failed ({}); aborting", this.transactionalId,
+                    ex.toString());
+            return false;
+        }
+    }
+
+    /** A commit or abort succeeded: the producer's epoch moved on if the transaction reached the coordinator. */
+    private void endedCleanly(boolean committed) {
+        ProducerIdentity known = this.producerIdentity;
+        if (known != null && this.wrote) {
+            this.producerIdentity = this.sendFailure.get() != null ? null
+                    : known.afterEnd(coordinatorVersion2OrAssume());
+        }
+        ended(committed);
+    }
+
+    private boolean coordinatorVersion2OrAssume() {
+        try {
+            return coordinator().transactionVersion2();
+        }
+        catch (RuntimeException ex) {
+            this.producerIdentity = null;
+            return true;
+        }
+    }
+
+    private void ended(boolean committed) {
+        move(SessionState.READY);
+        this.txn = null;
+        this.wrote = false;
+        notifyEnd(committed);
+    }
+
+    /**
+     * Maps a failed lifecycle call to the session's error types and moves the session: timeouts return to
+     * {@code from} (retry), fencing and fatal errors to FATAL_ERROR (participants rewind: the transaction did not
+     * commit), everything else to ABORTABLE_ERROR.
+     */
+    private RuntimeException failed(SessionOperation operation, SessionState from, RuntimeException ex) {
+        if (ex instanceof TransactionSessionException tse) {
+            return tse; // raised by a participant or by a coordinator check, which moved the state already
+        }
+        String call = operation.call();
+        if (isTimeout(ex)) {
+            restore(from);
+            return ex instanceof InterruptException ? ex : new SessionTimeoutException(this.transactionalId, call, ex);
+        }
+        if (operation == SessionOperation.INITIALIZE && !KafkaErrors.isFenced(ex)) {
+            restore(from);
+            return new TransactionSessionException(this.transactionalId, call + " failed: " + ex, ex);
+        }
+        if (KafkaErrors.isFenced(ex)) {
+            failFatal(null);
+            return new SessionFencedException(this.transactionalId, call, ex);
+        }
+        if (KafkaErrors.isFatal(ex) || !(ex instanceof KafkaException)) {
+            failFatal(null);
+            return new TransactionSessionException(this.transactionalId, call + " failed with a fatal error (" + ex
+                    + "); the transaction did not commit. Close this session and create a new one.", ex);
+        }
+        forceState(SessionState.ABORTABLE_ERROR);
+        return new SessionAbortableException(this.transactionalId, call + " failed: " + ex + ".", ex);
+    }
+
+    /**
+     * The transaction can no longer commit and the session is done: FATAL_ERROR, and the participants are told the
+     * transaction ended without a commit (consumers rewind, share consumers release). Takes the write lock unless
+     * the calling thread is inside a send; then the participants are told by the next call on the session.
+     *
+     * @param generation only act if the session is still on this transaction (null: the current one)
+     */
+    private void failFatal(@Nullable Long generation) {
+        if (this.lock.getReadHoldCount() > 0) {
+            if (generation == null || generation == this.generation) {
+                boolean open = isOpen(this.state);
+                forceState(SessionState.FATAL_ERROR);
+                this.participantsOwedAbort |= open;
+            }
+            return;
+        }
+        Lock write = this.lock.writeLock();
+        write.lock();
+        try {
+            if (generation != null && generation != this.generation) {
+                return;
+            }
+            SessionState s = this.state;
+            if (s == SessionState.FATAL_ERROR || s == SessionState.CLOSED) {
+                return;
+            }
+            forceState(SessionState.FATAL_ERROR);
+            this.producerIdentity = null;
+            if (isOpen(s) && !isResumed()) {
+                notifyEnd(false);
+            }
+        }
+        finally {
+            write.unlock();
+        }
+    }
+
+    private static boolean isOpen(SessionState s) {
+        return s == SessionState.IN_TRANSACTION || s == SessionState.PREPARED || s == SessionState.ABORTABLE_ERROR
+                || s == SessionState.COMMITTING || s == SessionState.ABORTING;
+    }
+
+    private static boolean isTimeout(RuntimeException ex) {
+        return ex instanceof TimeoutException || ex instanceof InterruptException;
+    }
+
+    /** Reads the producer's id and epoch while none of its transactions is open; null if that cannot be known. */
+    private void learnProducerIdentity() {
+        try {
+            Optional<TransactionDescription> d = coordinator().describe();
+            this.producerIdentity = d.isPresent() && !d.get().isOngoing() && !d.get().isCommitting()
+                    && !d.get().isAborting() ? new ProducerIdentity(d.get().producerId(), d.get().producerEpoch())
+                    : null;
+        }
+        catch (RuntimeException ex) {
+            this.producerIdentity = null;
+            log.debug("Transaction session '{}': could not read its producer identity ({}); fencing is then found "
+                    + "by the producer's next call", this.transactionalId, ex.toString());
+        }
+    }
+
+    // ---------------------------------------------------------------- the resumed engine
+
+    private CompletionOutcome finishResumed(boolean commit) {
+        SessionState from = this.state;
+        move(commit ? SessionState.COMMITTING : SessionState.ABORTING);
+        PreparedTransaction resumed = Objects.requireNonNull(this.txn);
+        try {
+            ResumedCompletion completion = new ResumedCompletion(this.transactionalId, coordinator());
+            CompletionOutcome outcome = commit ? completion.commit(resumed) : completion.abort(resumed);
+            move(SessionState.READY);
+            return outcome;
+        }
+        catch (RuntimeException ex) {
+            if (isTimeout(ex)) {
+                restore(from);
+                throw ex instanceof InterruptException ? ex : new SessionTimeoutException(this.transactionalId,
+                        commit ? "completeTransaction()" : "abortTransaction()", ex);
+            }
+            forceState(SessionState.FATAL_ERROR);
+            throw ex instanceof TransactionSessionException tse ? tse : new TransactionSessionException(
+                    this.transactionalId, (commit ? "commit" : "abort") + " of resumed transaction " + resumed
+                            + " failed: " + ex, ex);
+        }
+    }
+
+    // ---------------------------------------------------------------- heartbeat
 
     /**
      * Checks with the transaction coordinator that this session's transaction is still the open one. Brokers today
      * cannot extend a transaction's timeout (no TxnHeartbeat API), so this detects, it does not prolong.
      *
-     * @throws TransactionLostException if the coordinator aborted the transaction (timeout); a live session moves
-     *         to ABORTABLE_ERROR, a resumed one to FATAL_ERROR
+     * <p>Reports only what is certain. A transaction whose records have not reached their partition leaders yet is
+     * not registered at the coordinator (it shows the previous transaction's end): that is healthy. A live session
+     * compares with the producer id and epoch it learned while no transaction was open; if it does not know them
+     * (after an epoch overflow or a failed transaction), it reports nothing until it does.
+     *
+     * @throws TransactionLostException if the coordinator aborted the transaction (timeout or fencing); a live
+     *         session moves to ABORTABLE_ERROR, a resumed one to FATAL_ERROR
      * @throws SessionFencedException if another producer took the id over; the session moves to FATAL_ERROR
      */
     public void heartbeat() {
+        checkNotInsideSend(SessionOperation.HEARTBEAT);
         SessionState observed = this.state;
         SessionStateMachine.check(this.transactionalId, observed, SessionOperation.HEARTBEAT);
-        TxnIdentity expected = this.identity;
-        if (expected == null && !this.dataSent) {
-            return; // nothing written and no identity handed out: nothing can be lost yet
-        }
-        CoordinatorView view = coordinator();
-        Optional<TransactionDescription> d = view.describe();
-        if (expected == null) {
-            if (d.isPresent() && (d.get().isOngoing() || d.get().isCommitting())) {
-                this.identity = new TxnIdentity(d.get().producerId(), d.get().producerEpoch());
-                return;
-            }
-            // data was sent but the coordinator has no open transaction: it was aborted under us
-            expected = d.map(x -> new TxnIdentity(x.producerId(), (short) (x.producerEpoch() - 1)))
-                .orElse(new TxnIdentity(-1, (short) -1));
-        }
-        CoordinatorView.Standing standing = view.standing(expected, d);
-        if (standing == CoordinatorView.Standing.OPEN || standing == CoordinatorView.Standing.EMPTY) {
+        long gen = this.generation;
+        TransactionSessionException failure = isResumed() ? resumedHeartbeat() : liveHeartbeat(gen);
+        if (failure == null) {
             return;
-        }
-        TransactionSessionException failure;
-        if (standing == CoordinatorView.Standing.LOST) {
-            failure = new TransactionLostException(this.transactionalId, "heartbeat() found it. "
-                    + view.describeForMessage(d), null);
-        }
-        else {
-            failure = new SessionFencedException(this.transactionalId, "heartbeat() (" + view.describeForMessage(d)
-                    + ")", null);
         }
         Lock write = this.lock.writeLock();
         write.lock();
         try {
-            if (this.state == observed) {
-                boolean abortable = failure instanceof TransactionLostException && !isResumed();
-                move(abortable ? SessionState.ABORTABLE_ERROR : SessionState.FATAL_ERROR);
+            SessionState now = this.state;
+            if (gen != this.generation || (now != SessionState.IN_TRANSACTION && now != SessionState.PREPARED)) {
+                return; // the transaction ended meanwhile (a commit or abort of this session): nothing to report
+            }
+            if (failure instanceof TransactionLostException && !isResumed()) {
+                move(SessionState.ABORTABLE_ERROR);
+            }
+            else {
+                forceState(SessionState.FATAL_ERROR);
+                if (!isResumed()) {
+                    this.producerIdentity = null;
+                    notifyEnd(false);
+                }
             }
         }
         finally {
             write.unlock();
         }
         throw failure;
+    }
+
+    private @Nullable TransactionSessionException resumedHeartbeat() {
+        PreparedTransaction resumed = Objects.requireNonNull(this.txn);
+        if (resumed.isEmpty()) {
+            return null;
+        }
+        CoordinatorView view = coordinator();
+        Optional<TransactionDescription> d = view.describe();
+        return switch (view.standing(resumed, d)) {
+            case ABORTED -> new TransactionLostException(this.transactionalId, "heartbeat() found it. "
+                    + CoordinatorView.describeForMessage(d), null);
+            case FENCED -> new SessionFencedException(this.transactionalId, "heartbeat() ("
+                    + CoordinatorView.describeForMessage(d) + ")", null);
+            default -> null;
+        };
+    }
+
+    private @Nullable TransactionSessionException liveHeartbeat(long gen) {
+        ProducerIdentity known = this.producerIdentity;
+        PreparedTransaction open = this.txn;
+        if (this.commitPending || (!this.wrote && (open == null || open.isEmpty()))) {
+            return null; // a commit is on its way, or nothing was written: nothing can be lost
+        }
+        CoordinatorView view = coordinator();
+        Optional<TransactionDescription> found = view.describe();
+        if (found.isEmpty()) {
+            return null;
+        }
+        TransactionDescription d = found.get();
+        String seen = CoordinatorView.describeForMessage(found);
+        if (open != null && open.hasStartTime()) {
+            // prepared (or seen open before): its own standing says it all
+            return switch (view.standing(open, found)) {
+                case OPEN, COMMITTING, COMMITTED -> null; // COMMIT*: completed by another committer of this prepare
+                case ABORTED -> new TransactionLostException(this.transactionalId, "heartbeat() found it. " + seen,
+                        null);
+                default -> new SessionFencedException(this.transactionalId, "heartbeat() (the transaction " + open
+                        + " is no longer the coordinator's latest; " + seen + ")", null);
+            };
+        }
+        if (known == null) {
+            return null; // no certain reference to compare with
+        }
+        if (d.producerId() == known.producerId() && d.producerEpoch() == known.epoch()) {
+            if (d.isOngoing() && open == null && gen == this.generation) {
+                this.txn = PreparedTransaction.of(d.producerId(), d.producerEpoch(), d.startTimeMs());
+            }
+            return null; // open, or not registered yet (the previous transaction's end is still shown)
+        }
+        if (d.producerId() == known.producerId() && d.producerEpoch() > known.epoch()) {
+            // the coordinator moved past the epoch this transaction writes with: it can never commit
+            if (d.isAborting() || d.isCompleteAbort()) {
+                return new TransactionLostException(this.transactionalId, "heartbeat() found it (the session's "
+                        + "producer is " + known + "). " + seen, null);
+            }
+            return new SessionFencedException(this.transactionalId, "heartbeat() (the session's producer is " + known
+                    + "; " + seen + ")", null);
+        }
+        if (d.producerId() != known.producerId() && known.epoch() < TransactionStanding.EXHAUSTED_EPOCH) {
+            return new SessionFencedException(this.transactionalId, "heartbeat() (the session's producer is " + known
+                    + "; " + seen + ")", null);
+        }
+        return null;
     }
 
     private void backgroundHeartbeat() {
@@ -494,6 +907,8 @@ public final class TransactionSession implements AutoCloseable {
         }
     }
 
+    // ---------------------------------------------------------------- close
+
     /** Closes the session within {@code session.close.timeout.ms}; see {@link #close(Duration)}. */
     @Override
     public void close() {
@@ -502,54 +917,119 @@ public final class TransactionSession implements AutoCloseable {
 
     /**
      * Closes the session: an open or prepared transaction of a live session is aborted (its records never become
-     * visible), the producer and coordinator connections are closed, and every later call fails with
-     * {@link IllegalStateException}. A resumed session leaves its transaction as it is. Idempotent.
+     * visible) and bound consumers rewind; after a commit that timed out, that commit's outcome is awaited and
+     * reported to the participants instead. The producer and coordinator connections are closed exactly once, and
+     * every later call fails with {@link IllegalStateException}. A resumed session leaves its transaction as it is.
+     *
+     * <p>Safe against concurrent calls: a lifecycle call in progress on another thread finishes first (each is
+     * bounded by {@code max.block.ms} or {@code session.coordinator.timeout.ms}); a second {@code close()} waits for
+     * the first. Not callable from a send callback.
      */
     public void close(Duration timeout) {
         Objects.requireNonNull(timeout, "timeout");
+        checkNotInsideSend(SessionOperation.CLOSE);
+        if (!this.closeStarted.compareAndSet(false, true)) {
+            awaitClosed(timeout);
+            return;
+        }
         long deadline = System.nanoTime() + timeout.toNanos();
-        Lock write = this.lock.writeLock();
-        boolean locked = false;
         try {
-            locked = write.tryLock(timeout.toMillis(), TimeUnit.MILLISECONDS);
-        }
-        catch (InterruptedException ex) {
-            Thread.currentThread().interrupt();
-        }
-        try {
-            if (this.state == SessionState.CLOSED) {
-                return;
-            }
             if (this.heartbeats != null) {
                 this.heartbeats.shutdownNow();
             }
-            SessionState from = this.state;
-            boolean open = from == SessionState.IN_TRANSACTION || from == SessionState.PREPARED
-                    || from == SessionState.ABORTABLE_ERROR || from == SessionState.COMMITTING
-                    || from == SessionState.ABORTING;
-            this.state = SessionState.CLOSED;
-            if (this.producer != null) {
-                if (open && locked) {
-                    try {
-                        this.producer.abortTransaction();
-                        notifyEnd(false);
-                        log.info("Transaction session '{}' closed with a transaction open: aborted it",
-                                this.transactionalId);
-                    }
-                    catch (RuntimeException ex) {
-                        log.warn("Transaction session '{}': abort on close failed ({}); the coordinator will abort "
-                                + "the transaction after transaction.timeout.ms", this.transactionalId, ex.toString());
-                    }
-                }
-                long remaining = Math.max(0, deadline - System.nanoTime());
-                this.producer.close(Duration.ofNanos(remaining));
+            Lock write = this.lock.writeLock();
+            if (!tryLock(write, timeout)) {
+                log.warn("Transaction session '{}': close() waits for a commit or abort in progress on another thread",
+                        this.transactionalId);
+                write.lock();
             }
-            closeQuietly();
-        }
-        finally {
-            if (locked) {
+            try {
+                settleOnClose();
+            }
+            finally {
+                this.state = SessionState.CLOSED;
                 write.unlock();
             }
+        }
+        finally {
+            try {
+                if (this.producer != null) {
+                    this.producer.close(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())));
+                }
+            }
+            catch (RuntimeException ex) {
+                log.warn("Transaction session '{}': closing its producer failed: {}", this.transactionalId,
+                        ex.toString());
+            }
+            finally {
+                closeQuietly();
+                this.closeDone.countDown();
+            }
+        }
+    }
+
+    private void settleOnClose() {
+        SessionState from = this.state;
+        if (this.producer == null) {
+            return;
+        }
+        if (this.participantsOwedAbort) {
+            this.participantsOwedAbort = false;
+            notifyEnd(false);
+        }
+        if (!isOpen(from)) {
+            return;
+        }
+        if (this.commitPending) {
+            try {
+                this.producer.commitTransaction(); // awaits the commit sent before; sends nothing new
+                log.info("Transaction session '{}' closed after its pending commit completed", this.transactionalId);
+                notifyEnd(true);
+            }
+            catch (RuntimeException ex) {
+                if (isTimeout(ex)) {
+                    log.error("Transaction session '{}' closed while a commit it sent was still pending ({}): the "
+                            + "transaction may still commit; bound consumers keep their positions",
+                            this.transactionalId, ex.toString());
+                }
+                else {
+                    notifyEnd(false);
+                }
+            }
+            return;
+        }
+        try {
+            this.producer.abortTransaction();
+            log.info("Transaction session '{}' closed with a transaction open: aborted it", this.transactionalId);
+        }
+        catch (RuntimeException ex) {
+            log.warn("Transaction session '{}': abort on close failed ({}); the transaction never commits: the "
+                    + "coordinator aborts it after transaction.timeout.ms", this.transactionalId, ex.toString());
+        }
+        if (from != SessionState.FATAL_ERROR) {
+            notifyEnd(false);
+        }
+    }
+
+    private static boolean tryLock(Lock lock, Duration timeout) {
+        try {
+            return lock.tryLock(timeout.toMillis(), TimeUnit.MILLISECONDS);
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            return lock.tryLock();
+        }
+    }
+
+    private void awaitClosed(Duration timeout) {
+        try {
+            if (!this.closeDone.await(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
+                log.debug("Transaction session '{}': close() returns while another close() is still running",
+                        this.transactionalId);
+            }
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
         }
     }
 
@@ -571,7 +1051,16 @@ public final class TransactionSession implements AutoCloseable {
     }
 
     /**
-     * @return the producer id, read from the transaction coordinator (cached for the open transaction)
+     * @return the identity of the prepared or resumed transaction, or of the open one once the coordinator has
+     *         registered it (read lazily); empty when no transaction is open or nothing was written yet
+     */
+    public Optional<PreparedTransaction> currentTransaction() {
+        return Optional.ofNullable(this.txn);
+    }
+
+    /**
+     * @return the producer id: of the prepared or resumed transaction, else the one the producer writes with
+     *         (read from the transaction coordinator when not known)
      * @throws IllegalStateException before {@link #initialize()} or after close
      */
     public long producerId() {
@@ -579,12 +1068,32 @@ public final class TransactionSession implements AutoCloseable {
     }
 
     /**
-     * @return the producer epoch, read from the transaction coordinator. With transaction version 2 it changes at
-     *         every commit and abort; the value is cached only while a transaction is open.
+     * @return the producer epoch, as {@link #producerId()}. With transaction version 2 it changes at every commit
+     *         and abort.
      * @throws IllegalStateException before {@link #initialize()} or after close
      */
     public short producerEpoch() {
         return currentIdentity().epoch();
+    }
+
+    private ProducerIdentity currentIdentity() {
+        SessionState s = this.state;
+        if (s == SessionState.UNINITIALIZED || s == SessionState.CLOSED) {
+            throw new IllegalStateException("Transaction session '" + this.transactionalId + "' is in state " + s
+                    + ": its producer id and epoch are known only after initialize() and before close().");
+        }
+        PreparedTransaction t = this.txn;
+        if (t != null && t.producerId() >= 0) {
+            return new ProducerIdentity(t.producerId(), t.epoch());
+        }
+        ProducerIdentity known = this.producerIdentity;
+        if (known != null) {
+            return known;
+        }
+        TransactionDescription d = coordinator().describe().orElseThrow(() -> new TransactionSessionException(
+                this.transactionalId, "the coordinator does not know this transactional.id; was initialize() "
+                        + "called?", null));
+        return new ProducerIdentity(d.producerId(), d.producerEpoch());
     }
 
     /** Adds a listener for what the background heartbeat finds. */
@@ -600,14 +1109,14 @@ public final class TransactionSession implements AutoCloseable {
     @Override
     public String toString() {
         return "TransactionSession[" + this.transactionalId + ", " + this.state
-                + (isResumed() ? ", resumed " + this.identity : "") + "]";
+                + (isResumed() ? ", resumed " + this.txn : "") + "]";
     }
 
     // ---------------------------------------------------------------- data path (bound producers)
 
     Future<RecordMetadata> send(ProducerRecord<byte[], byte[]> record, @Nullable Callback callback) {
         return participate(SessionOperation.SEND, () -> {
-            this.dataSent = true;
+            this.wrote = true;
             return liveProducer().send(record, (metadata, exception) -> {
                 if (exception != null) {
                     this.sendFailure.compareAndSet(null, exception);
@@ -640,7 +1149,7 @@ public final class TransactionSession implements AutoCloseable {
         KafkaProducer<byte[], byte[]> p = this.producer;
         if (p == null) {
             throw new IllegalStateException("Transaction session '" + this.transactionalId + "' was resumed to finish "
-                    + "transaction " + this.identity + ": it has no producer, so it cannot send, add offsets or "
+                    + "transaction " + this.txn + ": it has no producer, so it cannot send, add offsets or "
                     + "begin transactions. Only commitTransaction(), abortTransaction(), completeTransaction(), "
                     + "heartbeat() and close() are available.");
         }
@@ -667,7 +1176,8 @@ public final class TransactionSession implements AutoCloseable {
     /**
      * Adds share-group acknowledgements to the open transaction, the share-group counterpart of
      * {@link #sendOffsetsToTransaction}: ACCEPT, RELEASE or REJECT take effect only if the transaction commits; after
-     * an abort the records are released for redelivery instead.
+     * an abort (or any end without a commit: fencing, a lost transaction, close) the records are released for
+     * redelivery instead.
      *
      * <p>Each acknowledgement must be for a record that a {@link TransactionalShareConsumer} of {@code groupId} bound to
      * this session delivered and has not acknowledged yet; that consumer keeps it and applies it.
@@ -685,16 +1195,16 @@ public final class TransactionSession implements AutoCloseable {
      * @throws IllegalStateException if no transaction is open, or no bound share consumer of {@code groupId} holds a
      *         record (it was not delivered by a consumer bound to this session, or was already acknowledged)
      */
-    public void addShareAcksToTransaction(String groupId, java.util.Collection<ShareAcknowledgement> acks) {
+    public void addShareAcksToTransaction(String groupId, Collection<ShareAcknowledgement> acks) {
         Objects.requireNonNull(groupId, "groupId");
         Objects.requireNonNull(acks, "acks");
         boolean added = whileInTransaction(() -> {
-            List<ShareAckHolder> holders = new java.util.ArrayList<>(acks.size());
+            List<ShareAckHolder> holders = new ArrayList<>(acks.size());
             for (ShareAcknowledgement ack : acks) {
                 Objects.requireNonNull(ack, "ack");
                 holders.add(holderOf(groupId, ack));
             }
-            java.util.Iterator<ShareAckHolder> holder = holders.iterator();
+            Iterator<ShareAckHolder> holder = holders.iterator();
             for (ShareAcknowledgement ack : acks) {
                 holder.next().hold(ack);
             }
@@ -724,10 +1234,6 @@ public final class TransactionSession implements AutoCloseable {
         }
         return known;
     }
-
-    private static final String TXN_SHARE_ACKNOWLEDGE = "TXN_SHARE_ACKNOWLEDGE";
-    private volatile @Nullable Boolean txnShareAcks;
-    private final List<ShareAckHolder> shareAckHolders = new CopyOnWriteArrayList<>();
 
     private ShareAckHolder holderOf(String groupId, ShareAcknowledgement ack) {
         for (ShareAckHolder h : this.shareAckHolders) {
@@ -788,49 +1294,82 @@ public final class TransactionSession implements AutoCloseable {
         }
     }
 
-    /** Runs a participation call under the shared lock, in a state that allows it. */
+    /**
+     * Runs a participation call (send, offsets) under the shared lock, in a state that allows it. Fencing ends the
+     * session (participants are told the transaction did not commit); an epoch the coordinator already moved past
+     * (a transaction it timed out) makes the transaction abortable.
+     */
     private <T> T participate(SessionOperation operation, Supplier<T> action) {
         Lock read = this.lock.readLock();
         read.lock();
+        long gen = this.generation;
+        RuntimeException fenced = null;
         try {
             SessionStateMachine.check(this.transactionalId, this.state, operation);
             liveProducer();
             try {
                 return action.get();
             }
-            catch (ProducerFencedException | InvalidProducerEpochException ex) {
-                throw new SessionFencedException(this.transactionalId, operation.call(), ex);
-            }
             catch (TimeoutException ex) {
                 throw new SessionTimeoutException(this.transactionalId, operation.call(), ex);
+            }
+            catch (KafkaException ex) {
+                if (ex instanceof TransactionSessionException) {
+                    throw ex;
+                }
+                if (KafkaErrors.isFenced(ex)) {
+                    fenced = new SessionFencedException(this.transactionalId, operation.call(), ex);
+                    throw fenced;
+                }
+                if (KafkaErrors.isFatal(ex)) {
+                    fenced = new TransactionSessionException(this.transactionalId, operation.call()
+                            + " failed with a fatal error (" + ex + "); close this session.", ex);
+                    throw fenced;
+                }
+                if (this.state == SessionState.IN_TRANSACTION) {
+                    forceState(SessionState.ABORTABLE_ERROR); // kafka-clients put the transaction in error state
+                }
+                throw new SessionAbortableException(this.transactionalId, operation.call() + " failed: " + ex + ".", ex);
             }
         }
         finally {
             read.unlock();
+            if (fenced != null) {
+                failFatal(gen);
+            }
         }
     }
 
     // ---------------------------------------------------------------- internals
 
-    private void lifecycle(SessionOperation operation, SessionState during, SessionState after, Runnable action) {
+    /**
+     * Takes the write lock for a lifecycle call. Refuses, instead of deadlocking, a call from inside a send on the
+     * same thread (kafka-clients runs a send callback synchronously on some errors) or from the producer's I/O thread
+     * (a callback that waits for a commit would wait for itself). Tells the participants about a fatal end that a
+     * send could not report.
+     */
+    private Lock lockForLifecycle(SessionOperation operation) {
+        checkNotInsideSend(operation);
         Lock write = this.lock.writeLock();
         write.lock();
-        try {
-            SessionState from = this.state;
-            SessionStateMachine.check(this.transactionalId, from, operation);
-            liveProducer();
-            try {
-                action.run();
-                if (from != after) {
-                    move(after);
-                }
-            }
-            catch (KafkaException ex) {
-                throw translate(operation, from, ex);
-            }
+        if (this.participantsOwedAbort) {
+            this.participantsOwedAbort = false;
+            notifyEnd(false);
         }
-        finally {
-            write.unlock();
+        return write;
+    }
+
+    private void checkNotInsideSend(SessionOperation operation) {
+        if (this.lock.getReadHoldCount() > 0) {
+            throw new IllegalStateException("Transaction session '" + this.transactionalId + "': " + operation.call()
+                    + " was called from inside a send on the same thread (a send callback that kafka-clients ran "
+                    + "synchronously, or a participant); it would wait for itself. Call it after send() returns, or "
+                    + "from another thread.");
+        }
+        if (this.producer != null && Thread.currentThread().getName().startsWith(PRODUCER_IO_THREAD)) {
+            throw new IllegalStateException("Transaction session '" + this.transactionalId + "': " + operation.call()
+                    + " was called from the producer's I/O thread (a send callback); the call needs that thread "
+                    + "and would wait for itself. Hand the call to another thread.");
         }
     }
 
@@ -838,13 +1377,6 @@ public final class TransactionSession implements AutoCloseable {
         for (SessionParticipant p : this.participants) {
             p.beforeCommit(this);
         }
-    }
-
-    private void ended(SessionState next, boolean committed) {
-        move(next);
-        this.identity = null;
-        this.dataSent = false;
-        notifyEnd(committed);
     }
 
     private void notifyEnd(boolean committed) {
@@ -865,190 +1397,23 @@ public final class TransactionSession implements AutoCloseable {
     }
 
     private void move(SessionState to) {
+        if (this.state == SessionState.CLOSED) {
+            return;
+        }
         SessionStateMachine.checkMove(this.transactionalId, this.state, to);
         this.state = to;
     }
 
-    /** Maps a Kafka error to the session's error types and moves the session to the matching state. */
-    private RuntimeException translate(SessionOperation operation, SessionState from, KafkaException ex) {
-        if (ex instanceof TransactionSessionException tse) {
-            return tse;
-        }
-        String call = operation.call();
-        if (ex instanceof TimeoutException || ex instanceof InterruptException) {
-            restore(from);
-            return ex instanceof TimeoutException ? new SessionTimeoutException(this.transactionalId, call, ex) : ex;
-        }
-        if (isFatal(ex)) {
-            forceState(SessionState.FATAL_ERROR);
-            if (isFenced(ex)) {
-                return new SessionFencedException(this.transactionalId, call, ex);
-            }
-            return new TransactionSessionException(this.transactionalId, call + " failed with a fatal error ("
-                    + ex + "); close this session and create a new one.", ex);
-        }
-        if (operation == SessionOperation.INITIALIZE) {
-            restore(from);
-            return new TransactionSessionException(this.transactionalId, call + " failed: " + ex, ex);
-        }
-        forceState(SessionState.ABORTABLE_ERROR);
-        return new SessionAbortableException(this.transactionalId, call + " failed: " + ex + ".", ex);
-    }
-
     private void restore(SessionState from) {
-        this.state = from;
+        if (this.state != SessionState.CLOSED) {
+            this.state = from;
+        }
     }
 
     private void forceState(SessionState to) {
         if (this.state != SessionState.CLOSED) {
             this.state = to;
         }
-    }
-
-    private static boolean isFenced(Throwable ex) {
-        for (Throwable t = ex; t != null; t = t.getCause()) {
-            if (t instanceof ProducerFencedException || t instanceof InvalidProducerEpochException) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    private static boolean isFatal(Throwable ex) {
-        for (Throwable t = ex; t != null; t = t.getCause()) {
-            if (t instanceof ProducerFencedException || t instanceof InvalidProducerEpochException
-                    || t instanceof AuthorizationException || t instanceof UnsupportedVersionException
-                    || t instanceof InvalidTxnStateException || t instanceof IllegalStateException) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    private CompletionOutcome commitResumed(TxnIdentity txn) {
-        CoordinatorView view = coordinator();
-        try {
-            Optional<TransactionDescription> d = view.describe();
-            CoordinatorView.Standing standing = view.standing(txn, d);
-            switch (standing) {
-                case OPEN -> {
-                    Errors e = view.end(txn, true);
-                    if (e == Errors.NONE) {
-                        move(SessionState.READY);
-                        log.info("Committed resumed transaction {} of '{}'", txn, this.transactionalId);
-                        return CompletionOutcome.COMMITTED;
-                    }
-                    return afterEndError(view, txn, e, true);
-                }
-                case COMMITTED, EMPTY -> {
-                    move(SessionState.READY);
-                    log.info("Resumed transaction {} of '{}' was already committed", txn, this.transactionalId);
-                    return CompletionOutcome.ALREADY_COMMITTED;
-                }
-                default -> throw standingFailure(view, standing, d);
-            }
-        }
-        catch (TimeoutException ex) {
-            restore(SessionState.PREPARED);
-            throw new SessionTimeoutException(this.transactionalId, "completeTransaction()", ex);
-        }
-    }
-
-    private CompletionOutcome abortResumed(SessionState from) {
-        TxnIdentity txn = Objects.requireNonNull(this.identity);
-        CoordinatorView view = coordinator();
-        try {
-            Optional<TransactionDescription> d = view.describe();
-            CoordinatorView.Standing standing = view.standing(txn, d);
-            if (standing == CoordinatorView.Standing.LOST || standing == CoordinatorView.Standing.EMPTY) {
-                move(SessionState.READY); // already aborted, or nothing to abort: the wanted outcome holds
-                return CompletionOutcome.ABORTED;
-            }
-            if (standing == CoordinatorView.Standing.COMMITTED) {
-                forceState(SessionState.FATAL_ERROR);
-                throw new TransactionSessionException(this.transactionalId, "cannot abort transaction " + txn
-                        + ": it is already committed. " + view.describeForMessage(d), null);
-            }
-            if (standing != CoordinatorView.Standing.OPEN) {
-                throw standingFailure(view, standing, d);
-            }
-            Errors e = view.end(txn, false);
-            if (e == Errors.NONE) {
-                move(SessionState.READY);
-                log.info("Aborted resumed transaction {} of '{}'", txn, this.transactionalId);
-                return CompletionOutcome.ABORTED;
-            }
-            return afterEndError(view, txn, e, false);
-        }
-        catch (TimeoutException ex) {
-            restore(from);
-            throw new SessionTimeoutException(this.transactionalId, "abortTransaction()", ex);
-        }
-    }
-
-    /** EndTxn answered an error: look again to report what really happened. */
-    private CompletionOutcome afterEndError(CoordinatorView view, TxnIdentity txn, Errors error, boolean commit) {
-        Optional<TransactionDescription> d = view.describe();
-        CoordinatorView.Standing standing = view.standing(txn, d);
-        if (commit && standing == CoordinatorView.Standing.COMMITTED) {
-            move(SessionState.READY);
-            return CompletionOutcome.ALREADY_COMMITTED;
-        }
-        if (!commit && standing == CoordinatorView.Standing.LOST) {
-            move(SessionState.READY);
-            return CompletionOutcome.ABORTED;
-        }
-        if (error == Errors.PRODUCER_FENCED || error == Errors.INVALID_PRODUCER_EPOCH) {
-            forceState(SessionState.FATAL_ERROR);
-            throw new SessionFencedException(this.transactionalId, (commit ? "commit" : "abort") + " of " + txn
-                    + " (EndTxn answered " + error + "; " + view.describeForMessage(d) + ")",
-                    error.exception());
-        }
-        if (standing == CoordinatorView.Standing.OPEN) {
-            forceState(SessionState.FATAL_ERROR);
-            throw new TransactionSessionException(this.transactionalId, "EndTxn for " + txn + " answered " + error
-                    + " while the transaction is still open. " + view.describeForMessage(d), error.exception());
-        }
-        throw standingFailure(view, standing, d);
-    }
-
-    private TransactionSessionException standingFailure(CoordinatorView view, CoordinatorView.Standing standing,
-            Optional<TransactionDescription> d) {
-        forceState(SessionState.FATAL_ERROR);
-        TxnIdentity txn = this.identity;
-        String detail = "Requested transaction " + txn + ". " + view.describeForMessage(d);
-        return switch (standing) {
-            case LOST -> new TransactionLostException(this.transactionalId, detail, null);
-            case FENCED -> new SessionFencedException(this.transactionalId, "finishing " + txn + " (" + detail + ")",
-                    null);
-            default -> new TransactionSupersededException(this.transactionalId, detail);
-        };
-    }
-
-    private TxnIdentity currentIdentity() {
-        SessionState s = this.state;
-        if (s == SessionState.UNINITIALIZED || s == SessionState.CLOSED) {
-            throw new IllegalStateException("Transaction session '" + this.transactionalId + "' is in state " + s
-                    + ": its producer id and epoch are known only after initialize() and before close().");
-        }
-        TxnIdentity cached = this.identity;
-        if (cached != null) {
-            return cached;
-        }
-        return readIdentity();
-    }
-
-    /** Reads the identity from the coordinator; cached while a transaction with data is open. */
-    private TxnIdentity readIdentity() {
-        TransactionDescription d = coordinator().describe().orElseThrow(() -> new TransactionSessionException(
-                this.transactionalId, "the coordinator does not know this transactional.id; was initialize() "
-                        + "called?", null));
-        TxnIdentity txn = new TxnIdentity(d.producerId(), d.producerEpoch());
-        SessionState s = this.state;
-        if (s == SessionState.IN_TRANSACTION || s == SessionState.PREPARED) {
-            this.identity = txn;
-        }
-        return txn;
     }
 
     private CoordinatorView coordinator() {
@@ -1073,7 +1438,13 @@ public final class TransactionSession implements AutoCloseable {
     private void closeQuietly() {
         synchronized (this.coordinatorLock) {
             if (this.coordinator != null) {
-                this.coordinator.close();
+                try {
+                    this.coordinator.close();
+                }
+                catch (RuntimeException ex) {
+                    log.debug("Closing the coordinator client of '{}' failed: {}", this.transactionalId,
+                            ex.toString());
+                }
                 this.coordinator = null;
             }
         }

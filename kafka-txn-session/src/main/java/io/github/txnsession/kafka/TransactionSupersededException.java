@@ -14,7 +14,9 @@ public class TransactionSupersededException extends TransactionSessionException 
      * @param detail what the coordinator reported
      */
     public TransactionSupersededException(String transactionalId, String detail) {
-        super(transactionalId, "the transactional id moved on to a newer transaction (SUPERSEDED); the outcome of the "
-                + "requested transaction is unknown. " + detail, null);
+        super(transactionalId, "the outcome of the requested transaction is UNKNOWN: the transactional id moved on "
+                + "(a later transaction, a re-initialized or expired id) and the coordinator no longer says how it "
+                + "ended. Keep the decision and check the data: nothing was committed or aborted by this call. "
+                + detail, null);
     }
 }

@@ -87,6 +87,8 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
     private final Map<TopicPartition, OffsetAndMetadata> windowEnd = new LinkedHashMap<>();
     private @Nullable ConsumerGroupMetadata groupMetadata;
     private @Nullable String abortOnlyReason;
+    /** the positions the session's commit sends (taken in beforeCommit); a concurrent poll may move past them */
+    private @Nullable Map<TopicPartition, OffsetAndMetadata> committing;
     /** rewinds an abort could not apply because a poll was running; applied by that poll */
     private final Map<TopicPartition, OffsetAndMetadata> pendingRewind = new HashMap<>();
 
@@ -257,6 +259,7 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
         this.windowStart.clear();
         this.windowEnd.clear();
         this.abortOnlyReason = null;
+        this.committing = null;
     }
 
     // ---------------------------------------------------------------- the session's side
@@ -275,16 +278,38 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
                 }
                 offsets = new LinkedHashMap<>(TransactionalConsumer.this.windowEnd);
                 metadata = TransactionalConsumer.this.groupMetadata;
+                TransactionalConsumer.this.committing = offsets;
             }
             if (!offsets.isEmpty() && metadata != null) {
                 s.sendOffsetsToTransaction(offsets, metadata);
             }
         }
 
+        /**
+         * Forgets what the commit covered. Records a poll on another thread returned after {@link #beforeCommit}
+         * took the positions were not committed: they stay in the window, which now starts at the committed position.
+         */
         @Override
         public void afterCommit(TransactionSession s) {
             synchronized (TransactionalConsumer.this.track) {
-                clearWindow();
+                Map<TopicPartition, OffsetAndMetadata> committed = TransactionalConsumer.this.committing;
+                TransactionalConsumer.this.committing = null;
+                if (committed == null) {
+                    clearWindow();
+                    return;
+                }
+                TransactionalConsumer.this.abortOnlyReason = null;
+                for (Map.Entry<TopicPartition, OffsetAndMetadata> e : committed.entrySet()) {
+                    TopicPartition tp = e.getKey();
+                    OffsetAndMetadata end = TransactionalConsumer.this.windowEnd.get(tp);
+                    if (end == null || end.offset() <= e.getValue().offset()) {
+                        TransactionalConsumer.this.windowStart.remove(tp);
+                        TransactionalConsumer.this.windowEnd.remove(tp);
+                    }
+                    else {
+                        TransactionalConsumer.this.windowStart.put(tp, e.getValue());
+                    }
+                }
             }
         }
 

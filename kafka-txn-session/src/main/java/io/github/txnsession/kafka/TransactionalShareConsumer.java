@@ -224,17 +224,39 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      * @throws IllegalStateException while the open transaction holds acknowledgements of this consumer
      */
     public void unbindTransactionSession() {
-        synchronized (this.track) {
-            TransactionSession current = this.session;
-            if (current == null) {
-                return;
+        this.access.lock(); // lock order everywhere: access, then track
+        try {
+            synchronized (this.track) {
+                TransactionSession current = this.session;
+                if (current == null) {
+                    return;
+                }
+                releaseIfSessionCannotCommit(current);
+                if (!this.buffered.isEmpty()) {
+                    throw new IllegalStateException("Cannot unbind from transaction session '"
+                            + current.transactionalId() + "': its open transaction holds " + this.buffered.size()
+                            + " acknowledgement(s) of this consumer. Commit or abort the transaction first.");
+                }
+                detach(current);
             }
-            if (!this.buffered.isEmpty()) {
-                throw new IllegalStateException("Cannot unbind from transaction session '" + current.transactionalId()
-                        + "': its open transaction holds " + this.buffered.size() + " acknowledgement(s) of this "
-                        + "consumer. Commit or abort the transaction first.");
-            }
-            detach(current);
+        }
+        finally {
+            this.access.unlock();
+        }
+    }
+
+    /**
+     * A session that failed fatally or was closed can never commit the acknowledgements this consumer holds for it:
+     * release them now, so that neither poll nor unbind waits for a transaction end that already happened. (The
+     * session tells its participants too; this covers a failure it could only report later.) Caller holds
+     * {@link #access} and {@link #track}.
+     */
+    private void releaseIfSessionCannotCommit(TransactionSession current) {
+        SessionState s = current.state();
+        if (!this.buffered.isEmpty() && (s == SessionState.FATAL_ERROR || s == SessionState.CLOSED)) {
+            log.info("Transaction session '{}' is {}: releasing the {} record(s) its transaction held",
+                    current.transactionalId(), s, this.buffered.size());
+            this.participant.afterAbort(current);
         }
     }
 
@@ -260,6 +282,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         this.access.lock();
         try {
             synchronized (this.track) {
+                TransactionSession current = this.session;
+                if (current != null) {
+                    releaseIfSessionCannotCommit(current);
+                }
                 if (!this.buffered.isEmpty()) {
                     TransactionSession bound = this.session;
                     throw new IllegalStateException("poll() is not allowed while the open transaction of session '"

@@ -3,7 +3,6 @@ package io.github.txnsession.kafka;
 import java.util.HashMap;
 import java.util.Map;
 
-import org.apache.kafka.clients.producer.PreparedTxnState;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -44,7 +43,7 @@ public final class PreparingChild {
         for (int i = 0; i < count; i++) {
             producer.send(new ProducerRecord<>(topic, "k" + i, txnId + "-" + i));
         }
-        PreparedTxnState state = session.prepareTransaction();
+        PreparedTransaction state = session.prepareTransaction();
         System.out.println("PREPARED " + state);
         System.out.flush();
         Runtime.getRuntime().halt(0);
@@ -52,7 +51,7 @@ public final class PreparingChild {
 
     private static void complete(String bootstrap, String txnId, String identity, String action,
             String stateText) {
-        PreparedTxnState prepared = new PreparedTxnState(identity);
+        PreparedTransaction prepared = PreparedTransaction.parse(identity);
         try (TransactionSession session = TransactionSession.resume(txnId, prepared,
                 Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap))) {
             String outcome = switch (action) {
@@ -64,7 +63,7 @@ public final class PreparingChild {
                     session.abortTransaction();
                     yield "ABORTED";
                 }
-                default -> session.completeTransaction(new PreparedTxnState(stateText)).name();
+                default -> session.completeTransaction(PreparedTransaction.parse(stateText)).name();
             };
             System.out.println("OUTCOME " + outcome);
         }

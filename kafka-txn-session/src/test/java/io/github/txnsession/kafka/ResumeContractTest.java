@@ -6,7 +6,6 @@ import java.util.Map;
 
 import io.github.txnsession.kafka.test.ChildJvm;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
-import org.apache.kafka.clients.producer.PreparedTxnState;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -36,17 +35,17 @@ abstract class ResumeContractTest {
     }
 
     /** A child JVM prepares {@code count} records in a transaction and dies; returns the prepared state. */
-    PreparedTxnState prepareInChildAndKill(String txnId, String topic, int count, int timeoutMs) {
+    PreparedTransaction prepareInChildAndKill(String txnId, String topic, int count, int timeoutMs) {
         try (ChildJvm child = ChildJvm.start(PreparingChild.class, "prepare", kafka().bootstrapServers(), txnId,
                 topic, String.valueOf(count), String.valueOf(timeoutMs))) {
-            PreparedTxnState state = new PreparedTxnState(child.awaitValue("PREPARED", CHILD_TIMEOUT));
+            PreparedTransaction state = PreparedTransaction.parse(child.awaitValue("PREPARED", CHILD_TIMEOUT));
             assertThat(child.awaitExit(CHILD_TIMEOUT)).isZero();
             return state;
         }
     }
 
     /** A second child JVM resumes and finishes; returns what it printed after OUTCOME or ERROR. */
-    String completeInChild(String txnId, PreparedTxnState prepared, String action, String requested) {
+    String completeInChild(String txnId, PreparedTransaction prepared, String action, String requested) {
         try (ChildJvm child = ChildJvm.start(PreparingChild.class, "complete", kafka().bootstrapServers(), txnId,
                 prepared.toString(), action, requested)) {
             String line = child.awaitLine("", CHILD_TIMEOUT);
@@ -67,7 +66,7 @@ abstract class ResumeContractTest {
     void preparedInADeadProcessCommitsFromAnother() {
         String topic = topic("resume-commit");
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-resume-commit");
-        PreparedTxnState prepared = prepareInChildAndKill(txnId, topic, 5, 60_000);
+        PreparedTransaction prepared = prepareInChildAndKill(txnId, topic, 5, 60_000);
         assertThat(readCommitted(kafka(), topic)).isEmpty();
         assertThat(completeInChild(txnId, prepared, "commit", "")).isEqualTo("OUTCOME COMMITTED");
         assertThat(values(readCommitted(kafka(), topic))).containsExactlyInAnyOrder(txnId + "-0", txnId + "-1",
@@ -78,7 +77,7 @@ abstract class ResumeContractTest {
     void preparedInADeadProcessAbortsFromAnother() {
         String topic = topic("resume-abort");
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-resume-abort");
-        PreparedTxnState prepared = prepareInChildAndKill(txnId, topic, 5, 60_000);
+        PreparedTransaction prepared = prepareInChildAndKill(txnId, topic, 5, 60_000);
         assertThat(completeInChild(txnId, prepared, "abort", "")).isEqualTo("OUTCOME ABORTED");
         assertThat(readCommitted(kafka(), topic)).isEmpty();
         assertOpenTransactionIsGone(txnId);
@@ -88,7 +87,7 @@ abstract class ResumeContractTest {
     void completeWithTheMatchingStateCommitsOnceEvenWhenRepeated() {
         String topic = topic("resume-complete");
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-resume-complete");
-        PreparedTxnState prepared = prepareInChildAndKill(txnId, topic, 3, 60_000);
+        PreparedTransaction prepared = prepareInChildAndKill(txnId, topic, 3, 60_000);
         assertThat(completeInChild(txnId, prepared, "complete", prepared.toString()))
             .isEqualTo("OUTCOME COMMITTED");
         // a second process completes the same transaction again
@@ -109,8 +108,9 @@ abstract class ResumeContractTest {
     void completeWithAMismatchedStateAborts() {
         String topic = topic("resume-mismatch");
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-resume-mismatch");
-        PreparedTxnState prepared = prepareInChildAndKill(txnId, topic, 3, 60_000);
-        PreparedTxnState other = new PreparedTxnState(prepared.producerId() + ":" + (prepared.epoch() + 7));
+        PreparedTransaction prepared = prepareInChildAndKill(txnId, topic, 3, 60_000);
+        PreparedTransaction other = PreparedTransaction.of(prepared.producerId(), (short) (prepared.epoch() + 7),
+                prepared.startTimeMs());
         assertThat(completeInChild(txnId, prepared, "complete", other.toString())).isEqualTo("OUTCOME ABORTED");
         assertThat(readCommitted(kafka(), topic)).isEmpty();
         assertOpenTransactionIsGone(txnId);
@@ -120,7 +120,7 @@ abstract class ResumeContractTest {
     void wrongIdentityIsRejectedAndTouchesNothing() {
         String topic = topic("resume-wrong");
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-resume-wrong");
-        PreparedTxnState prepared = prepareInChildAndKill(txnId, topic, 2, 60_000);
+        PreparedTransaction prepared = prepareInChildAndKill(txnId, topic, 2, 60_000);
         assertThatThrownBy(() -> TransactionSession.resume(txnId, prepared.producerId(),
                 (short) (prepared.epoch() + 5), clientConfigs()))
             .isInstanceOf(TransactionIdentityMismatchException.class)
@@ -146,7 +146,7 @@ abstract class ResumeContractTest {
     void resumedSessionOnlyFinishes() {
         String topic = topic("resume-only");
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-resume-only");
-        PreparedTxnState prepared = prepareInChildAndKill(txnId, topic, 1, 60_000);
+        PreparedTransaction prepared = prepareInChildAndKill(txnId, topic, 1, 60_000);
         try (TransactionSession session = TransactionSession.resume(txnId, prepared, clientConfigs())) {
             assertThat(session.isResumed()).isTrue();
             assertThat(session.state()).isEqualTo(SessionState.PREPARED);
@@ -176,7 +176,7 @@ abstract class ResumeContractTest {
                     new StringSerializer());
             session.beginTransaction();
             producer.send(new ProducerRecord<>(topic, "k", "one"));
-            PreparedTxnState state = session.prepareTransaction();
+            PreparedTransaction state = session.prepareTransaction();
             assertThat(state.producerId()).isEqualTo(session.producerId());
             assertThat(state.epoch()).isEqualTo(session.producerEpoch());
             assertThat(session.state()).isEqualTo(SessionState.PREPARED);
@@ -187,17 +187,14 @@ abstract class ResumeContractTest {
 
             session.beginTransaction();
             producer.send(new ProducerRecord<>(topic, "k", "two"));
-            PreparedTxnState second = session.prepareTransaction();
-            PreparedTxnState stale = state;
-            if (epochBumpsPerTransaction()) {
-                assertThat(second).isNotEqualTo(state);
+            PreparedTransaction second = session.prepareTransaction();
+            // the start time tells the two transactions apart, with transaction version 1 too (same epoch there)
+            assertThat(second).isNotEqualTo(state);
+            assertThat(second.startTimeMs()).isGreaterThanOrEqualTo(state.startTimeMs());
+            if (!epochBumpsPerTransaction()) {
+                assertThat(second.epoch()).isEqualTo(state.epoch());
             }
-            else {
-                // transaction version 1: one producer's transactions share an epoch, so pid:epoch cannot tell
-                // them apart; only a state naming another epoch is a mismatch
-                assertThat(second).isEqualTo(state);
-                stale = new PreparedTxnState(state.producerId() + ":" + (state.epoch() + 7));
-            }
+            PreparedTransaction stale = state;
             assertThat(session.completeTransaction(stale)).as("stale state").isEqualTo(CompletionOutcome.ABORTED);
         }
         assertThat(values(readCommitted(kafka(), topic))).containsExactly("one");

@@ -7,7 +7,6 @@ import java.util.Map;
 import io.github.txnsession.kafka.test.ChildJvm;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
-import org.apache.kafka.clients.producer.PreparedTxnState;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -27,10 +26,10 @@ class ResumeCoordinatorFailoverTest {
         String topic = EmbeddedKafkaCluster.uniqueName("failover");
         cluster.createTopic(topic, 3);
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-failover");
-        PreparedTxnState prepared;
+        PreparedTransaction prepared;
         try (ChildJvm child = ChildJvm.start(PreparingChild.class, "prepare", cluster.bootstrapServers(), txnId,
                 topic, "6", "120000")) {
-            prepared = new PreparedTxnState(child.awaitValue("PREPARED", Duration.ofSeconds(60)));
+            prepared = PreparedTransaction.parse(child.awaitValue("PREPARED", Duration.ofSeconds(60)));
             child.awaitExit(Duration.ofSeconds(60));
         }
         int coordinator = cluster.admin().describeTransactions(List.of(txnId)).description(txnId).get()

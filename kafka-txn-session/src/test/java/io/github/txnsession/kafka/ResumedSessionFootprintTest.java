@@ -10,7 +10,6 @@ import java.util.stream.Collectors;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.PreparedTxnState;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -35,14 +34,14 @@ class ResumedSessionFootprintTest {
         kafka.cluster().createTopic(topic, 1);
         for (int i = 0; i < 3; i++) { // load classes and warm up outside the measurement
             String warmupId = EmbeddedKafkaCluster.uniqueName("tx-footprint-warmup");
-            PreparedTxnState warmup = prepareAndAbandon(warmupId, topic);
+            PreparedTransaction warmup = prepareAndAbandon(warmupId, topic);
             long t0 = allocatedBytes();
             commitResumed(warmupId, warmup);
             System.out.printf("FOOTPRINT warm-up %d: %d bytes%n", i, allocatedBytes() - t0);
         }
 
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-footprint");
-        PreparedTxnState prepared = prepareAndAbandon(txnId, topic);
+        PreparedTransaction prepared = prepareAndAbandon(txnId, topic);
         Set<Long> threadsBefore = liveThreadIds();
         long before = allocatedBytes();
         TransactionSession session = TransactionSession.resume(txnId, prepared,
@@ -73,19 +72,19 @@ class ResumedSessionFootprintTest {
         }
     }
 
-    private static PreparedTxnState prepareAndAbandon(String txnId, String topic) {
+    private static PreparedTransaction prepareAndAbandon(String txnId, String topic) {
         TransactionSession session = new TransactionSession(TestClients.sessionConfigs(kafka.cluster(), txnId));
         session.initialize();
         session.beginTransaction();
         new SessionProducer<>(session, new StringSerializer(), new StringSerializer())
             .send(new ProducerRecord<>(topic, "k", "v"));
-        PreparedTxnState state = session.prepareTransaction();
+        PreparedTransaction state = session.prepareTransaction();
         // abandon without aborting: close the producer without waiting, as a crash would leave it
         session.liveProducer().close(Duration.ZERO);
         return state;
     }
 
-    private static void commitResumed(String txnId, PreparedTxnState prepared) {
+    private static void commitResumed(String txnId, PreparedTransaction prepared) {
         try (TransactionSession s = TransactionSession.resume(txnId, prepared,
                 Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers()))) {
             s.commitTransaction();

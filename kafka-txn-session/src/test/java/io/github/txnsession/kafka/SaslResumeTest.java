@@ -6,7 +6,6 @@ import java.util.Map;
 
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
-import org.apache.kafka.clients.producer.PreparedTxnState;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.errors.SaslAuthenticationException;
@@ -34,7 +33,7 @@ class SaslResumeTest {
         live.beginTransaction();
         new SessionProducer<>(live, new StringSerializer(), new StringSerializer())
             .send(new ProducerRecord<>(topic, "k", "over-sasl"));
-        PreparedTxnState prepared = live.prepareTransaction();
+        PreparedTransaction prepared = live.prepareTransaction();
         live.liveProducer().close(Duration.ZERO); // abandon it, as a crash would
 
         Map<String, Object> wrongPassword = new HashMap<>(EmbeddedKafkaCluster.saslClientConfigs(

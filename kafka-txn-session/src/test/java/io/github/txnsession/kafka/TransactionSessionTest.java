@@ -261,7 +261,7 @@ class TransactionSessionTest {
         assertThatIllegalStateException().isThrownBy(session::beginTransaction)
             .withMessageContaining("IN_TRANSACTION");
         assertThatIllegalStateException()
-            .isThrownBy(() -> session.completeTransaction(new org.apache.kafka.clients.producer.PreparedTxnState()))
+            .isThrownBy(() -> session.completeTransaction(PreparedTransaction.of(1, (short) 0, -1)))
             .withMessageContaining("IN_TRANSACTION");
         session.prepareTransaction();
         assertThatIllegalStateException().isThrownBy(() -> producer.send(record)).withMessageContaining("PREPARED");

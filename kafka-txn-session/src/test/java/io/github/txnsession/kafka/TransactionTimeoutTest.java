@@ -11,7 +11,6 @@ import io.github.txnsession.kafka.test.ChildJvm;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import org.apache.kafka.clients.admin.TransactionState;
-import org.apache.kafka.clients.producer.PreparedTxnState;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -46,10 +45,10 @@ class TransactionTimeoutTest {
     void preparedTransactionLeftPastItsTimeoutIsReportedLost() {
         String topic = topic("timeout-prepared");
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-timeout-prepared");
-        PreparedTxnState prepared;
+        PreparedTransaction prepared;
         try (ChildJvm child = ChildJvm.start(PreparingChild.class, "prepare", kafka.bootstrapServers(), txnId, topic,
                 "3", "1500")) {
-            prepared = new PreparedTxnState(child.awaitValue("PREPARED", Duration.ofSeconds(60)));
+            prepared = PreparedTransaction.parse(child.awaitValue("PREPARED", Duration.ofSeconds(60)));
             child.awaitExit(Duration.ofSeconds(60));
         }
         awaitNoLongerOngoing(txnId);

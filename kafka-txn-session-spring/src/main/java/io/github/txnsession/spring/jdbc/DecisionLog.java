@@ -3,9 +3,11 @@ package io.github.txnsession.spring.jdbc;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
+import java.sql.ResultSetMetaData;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.sql.Timestamp;
+import java.sql.Types;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
@@ -14,11 +16,12 @@ import java.util.regex.Pattern;
 
 import javax.sql.DataSource;
 
-import org.apache.kafka.clients.producer.PreparedTxnState;
+import io.github.txnsession.kafka.PreparedTransaction;
 
 /**
  * The decision log of the JDBC two-phase commit: a table keyed by transactional id holding the prepared Kafka
- * transaction ({@code producerId}, {@code epoch}) whose commit the database decided, and when.
+ * transaction ({@code producerId}, {@code epoch}, and the coordinator's start time of the transaction, which names
+ * exactly one transaction) whose commit the database decided, and when.
  *
  * <p>Guarantees: {@link #record} writes through the caller's connection, so the row commits if and only if the
  * business data commits: the database commit <em>is</em> the decision. A transactional id has at most one row; a new
@@ -35,6 +38,12 @@ public final class DecisionLog {
     public static final String DEFAULT_TABLE = "kafka_txn_decision_log";
 
     private static final Pattern IDENTIFIER = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)?");
+
+    private static final String START_COLUMN = "txn_start_ms";
+
+    private static final String MIGRATION_HINT = " (a table created before version 0.2 lacks the txn_start_ms "
+            + "column: let the starter migrate it with kafka.txn-session.jdbc.initialize-schema=true, or run ALTER "
+            + "TABLE <table> ADD COLUMN txn_start_ms BIGINT)";
 
     private final String table;
 
@@ -61,64 +70,100 @@ public final class DecisionLog {
         return this.table;
     }
 
-    /** Creates the table unless it exists. */
+    /**
+     * Creates the table unless it exists, and migrates a table created by an earlier version: adds the
+     * {@code txn_start_ms} column (the prepared transaction's start time, which tells it apart from a later
+     * transaction with the same producer id and epoch). Rows written before the migration keep a NULL start time and
+     * complete by epoch arithmetic.
+     */
     public void createTableIfMissing(DataSource dataSource) {
         try (Connection con = dataSource.getConnection(); Statement st = con.createStatement()) {
             st.execute("CREATE TABLE IF NOT EXISTS " + this.table + " (transactional_id VARCHAR(512) NOT NULL "
-                    + "PRIMARY KEY, producer_id BIGINT NOT NULL, producer_epoch SMALLINT NOT NULL, decided_at "
-                    + "TIMESTAMP NOT NULL)");
+                    + "PRIMARY KEY, producer_id BIGINT NOT NULL, producer_epoch SMALLINT NOT NULL, " + START_COLUMN
+                    + " BIGINT, decided_at TIMESTAMP NOT NULL)");
+            if (!hasStartColumn(con)) {
+                st.execute("ALTER TABLE " + this.table + " ADD COLUMN " + START_COLUMN + " BIGINT");
+            }
             if (!con.getAutoCommit()) {
                 con.commit();
             }
         }
         catch (SQLException ex) {
-            throw new DecisionLogException("Could not create the decision log table " + this.table, ex);
+            throw new DecisionLogException("Could not create or migrate the decision log table " + this.table, ex);
+        }
+    }
+
+    private boolean hasStartColumn(Connection con) throws SQLException {
+        try (Statement st = con.createStatement();
+                ResultSet rs = st.executeQuery("SELECT * FROM " + this.table + " WHERE 1 = 0")) {
+            ResultSetMetaData meta = rs.getMetaData();
+            for (int i = 1; i <= meta.getColumnCount(); i++) {
+                if (START_COLUMN.equalsIgnoreCase(meta.getColumnName(i))) {
+                    return true;
+                }
+            }
+            return false;
         }
     }
 
     /**
-     * Writes the decision to commit {@code state} through {@code connection}, in the caller's transaction,
+     * Writes the decision to commit {@code prepared} through {@code connection}, in the caller's transaction,
      * replacing an older row of the same transactional id.
+     *
+     * @throws IllegalArgumentException for an empty transaction: it needs no decision (nothing to complete)
      */
-    public void record(Connection connection, String transactionalId, PreparedTxnState state) throws SQLException {
+    public void record(Connection connection, String transactionalId, PreparedTransaction prepared)
+            throws SQLException {
+        if (prepared.isEmpty()) {
+            throw new IllegalArgumentException("Transaction " + prepared + " of '" + transactionalId + "' wrote "
+                    + "nothing to Kafka: it needs no decision row");
+        }
         try (PreparedStatement delete = connection.prepareStatement(
                 "DELETE FROM " + this.table + " WHERE transactional_id = ?")) {
             delete.setString(1, transactionalId);
             delete.executeUpdate();
         }
         try (PreparedStatement insert = connection.prepareStatement("INSERT INTO " + this.table
-                + " (transactional_id, producer_id, producer_epoch, decided_at) VALUES (?, ?, ?, ?)")) {
+                + " (transactional_id, producer_id, producer_epoch, " + START_COLUMN + ", decided_at) "
+                + "VALUES (?, ?, ?, ?, ?)")) {
             insert.setString(1, transactionalId);
-            insert.setLong(2, state.producerId());
-            insert.setShort(3, state.epoch());
-            insert.setTimestamp(4, Timestamp.from(Instant.now()));
+            insert.setLong(2, prepared.producerId());
+            insert.setShort(3, prepared.epoch());
+            if (prepared.hasStartTime()) {
+                insert.setLong(4, prepared.startTimeMs());
+            }
+            else {
+                insert.setNull(4, Types.BIGINT);
+            }
+            insert.setTimestamp(5, Timestamp.from(Instant.now()));
             insert.executeUpdate();
         }
     }
 
     /**
-     * Deletes the row of {@code transactionalId} if it still names {@code state}, through {@code connection} in the
-     * caller's transaction.
+     * Deletes the row of {@code transactionalId} if it still names {@code prepared} (producer id and epoch), through
+     * {@code connection} in the caller's transaction.
      *
      * @return whether a row was deleted
      */
-    public boolean clear(Connection connection, String transactionalId, PreparedTxnState state) throws SQLException {
+    public boolean clear(Connection connection, String transactionalId, PreparedTransaction prepared)
+            throws SQLException {
         try (PreparedStatement delete = connection.prepareStatement("DELETE FROM " + this.table
                 + " WHERE transactional_id = ? AND producer_id = ? AND producer_epoch = ?")) {
             delete.setString(1, transactionalId);
-            delete.setLong(2, state.producerId());
-            delete.setShort(3, state.epoch());
+            delete.setLong(2, prepared.producerId());
+            delete.setShort(3, prepared.epoch());
             return delete.executeUpdate() > 0;
         }
     }
 
-    /** Deletes a row in its own transaction; see {@link #clear(Connection, String, PreparedTxnState)}. */
+    /** Deletes a row in its own transaction; see {@link #clear(Connection, String, PreparedTransaction)}. */
     public boolean clear(DataSource dataSource, DecisionRecord record) {
         try (Connection con = dataSource.getConnection()) {
             boolean auto = con.getAutoCommit();
             con.setAutoCommit(true);
             try {
-                return clear(con, record.transactionalId(), record.preparedState());
+                return clear(con, record.transactionalId(), record.preparedTransaction());
             }
             finally {
                 con.setAutoCommit(auto);
@@ -130,14 +175,14 @@ public final class DecisionLog {
     }
 
     /**
-     * @return whether the log holds the decision to commit {@code state} for {@code transactionalId}
+     * @return whether the log holds the decision to commit {@code prepared} for {@code transactionalId}
      */
-    public boolean contains(DataSource dataSource, String transactionalId, PreparedTxnState state) {
+    public boolean contains(DataSource dataSource, String transactionalId, PreparedTransaction prepared) {
         try (Connection con = dataSource.getConnection(); PreparedStatement q = con.prepareStatement("SELECT 1 FROM "
                 + this.table + " WHERE transactional_id = ? AND producer_id = ? AND producer_epoch = ?")) {
             q.setString(1, transactionalId);
-            q.setLong(2, state.producerId());
-            q.setShort(3, state.epoch());
+            q.setLong(2, prepared.producerId());
+            q.setShort(3, prepared.epoch());
             try (ResultSet rs = q.executeQuery()) {
                 return rs.next();
             }
@@ -155,7 +200,8 @@ public final class DecisionLog {
         String escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_");
         List<DecisionRecord> records = new ArrayList<>();
         try (Connection con = dataSource.getConnection(); PreparedStatement q = con.prepareStatement(
-                "SELECT transactional_id, producer_id, producer_epoch, decided_at FROM " + this.table
+                "SELECT transactional_id, producer_id, producer_epoch, " + START_COLUMN + ", decided_at FROM "
+                        + this.table
                         + " WHERE transactional_id LIKE ? ESCAPE '\\' ORDER BY decided_at")) {
             q.setString(1, escaped + "%");
             try (ResultSet rs = q.executeQuery()) {
@@ -163,14 +209,15 @@ public final class DecisionLog {
                     String id = rs.getString(1);
                     String suffix = id.substring(prefix.length());
                     if (!suffix.isEmpty() && suffix.chars().allMatch(Character::isDigit)) {
-                        records.add(new DecisionRecord(id, rs.getLong(2), rs.getShort(3),
-                                rs.getTimestamp(4).toInstant()));
+                        long start = rs.getLong(4);
+                        records.add(new DecisionRecord(id, rs.getLong(2), rs.getShort(3), rs.wasNull() ? -1 : start,
+                                rs.getTimestamp(5).toInstant()));
                     }
                 }
             }
         }
         catch (SQLException ex) {
-            throw new DecisionLogException("Could not read the decision log " + this.table, ex);
+            throw new DecisionLogException("Could not read the decision log " + this.table + MIGRATION_HINT, ex);
         }
         return records;
     }

@@ -8,12 +8,12 @@ import java.util.Objects;
 import javax.sql.DataSource;
 
 import io.github.txnsession.kafka.CompletionOutcome;
+import io.github.txnsession.kafka.PreparedTransaction;
 import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.SessionResourceHolder;
 import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.TransactionSessionPool;
-import org.apache.kafka.clients.producer.PreparedTxnState;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.jdbc.datasource.ConnectionHolder;
@@ -174,7 +174,7 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
         }
 
         phase(CommitPhase.BEFORE_PREPARE, id);
-        PreparedTxnState state;
+        PreparedTransaction state;
         try {
             state = session.prepareTransaction();
         }
@@ -184,6 +184,10 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
                     + "Kafka transactions were rolled back: " + ex.getMessage(), ex);
         }
         phase(CommitPhase.AFTER_PREPARE, id);
+        if (state.isEmpty()) {
+            commitWithoutKafka(con, session);
+            return;
+        }
         try {
             this.decisionLog.record(con, id, state);
         }
@@ -229,8 +233,31 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
         phase(CommitPhase.AFTER_LOG_CLEAR, id);
     }
 
+    /**
+     * The transaction wrote nothing to Kafka: an ordinary database commit, with no decision row and nothing for
+     * recovery. The empty Kafka transaction then ends locally (bound share consumers apply their acknowledgements,
+     * bound consumers forget what they read); it never touches a later transaction.
+     */
+    private void commitWithoutKafka(Connection con, TransactionSession session) {
+        try {
+            con.commit();
+        }
+        catch (SQLException ex) {
+            try {
+                session.abortTransaction();
+            }
+            catch (RuntimeException abortFailure) {
+                ex.addSuppressed(abortFailure);
+            }
+            throw new TransactionSystemException("The JDBC commit of session '" + session.transactionalId()
+                    + "' failed (" + ex.getMessage() + "); it wrote nothing to Kafka", ex);
+        }
+        session.commitTransaction();
+    }
+
     /** The JDBC commit threw: find out from the log whether the decision was written, and act on the answer. */
-    private void settleFailedJdbcCommit(TransactionSession session, PreparedTxnState state, SQLException failure) {
+    private void settleFailedJdbcCommit(TransactionSession session, PreparedTransaction state,
+            SQLException failure) {
         String id = session.transactionalId();
         boolean decided;
         try {

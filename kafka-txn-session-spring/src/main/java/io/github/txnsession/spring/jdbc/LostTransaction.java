@@ -2,7 +2,8 @@ package io.github.txnsession.spring.jdbc;
 
 /**
  * A transaction whose database side committed but whose Kafka side did not, and cannot any more: the coordinator
- * aborted it (usually {@code transaction.timeout.ms} passed before recovery ran), or its outcome is unknown. The
+ * aborted it (usually {@code transaction.timeout.ms} passed before recovery ran; LOST), or its outcome is unknown (in
+ * doubt: {@link TwoPhaseRecovery#inDoubtTransactions()}, never compensated automatically). The
  * application must compensate (re-publish from the database, for example).
  *
  * @param decision the decision row recovery found

@@ -15,6 +15,9 @@ import java.util.function.Supplier;
 import javax.sql.DataSource;
 
 import io.github.txnsession.kafka.CompletionOutcome;
+import io.github.txnsession.kafka.PreparedTransaction;
+import io.github.txnsession.kafka.SessionTimeoutException;
+import io.github.txnsession.kafka.TransactionLostException;
 import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.TransactionSessionException;
 import io.github.txnsession.spring.TransactionSessionPool;
@@ -26,7 +29,9 @@ import org.slf4j.LoggerFactory;
  * Settles what a crash left between the database and Kafka, for one session pool (one transactional id prefix):
  * <ul>
  * <li>every decision row of the prefix: resume its Kafka transaction and complete it (commit), then clear the row;
- * a transaction the coordinator lost is handed to the {@link LostTransactionHandler};</li>
+ * a transaction that was certainly aborted (LOST) is handed to the {@link LostTransactionHandler}; one whose outcome
+ * cannot be known (the id moved on: UNKNOWN) keeps its row, is reported in {@link #inDoubtTransactions()} and is
+ * never compensated;</li>
  * <li>every pool id ({@code prefix + 0 .. size-1}) without a row: abort whatever Kafka transaction is open.</li>
  * </ul>
  * It creates no producer (resumed sessions only), so it is cheap enough to run at every start-up and on demand.
@@ -51,6 +56,7 @@ public class TwoPhaseRecovery {
     private final Map<String, Object> clientConfigs;
     private final @Nullable LostTransactionHandler lostHandler;
     private final List<LostTransaction> lost = new CopyOnWriteArrayList<>();
+    private final List<LostTransaction> inDoubt = new CopyOnWriteArrayList<>();
     private final AtomicLong committedCount = new AtomicLong();
     private final AtomicLong alreadyCommittedCount = new AtomicLong();
     private final AtomicLong abortedCount = new AtomicLong();
@@ -141,6 +147,7 @@ public class TwoPhaseRecovery {
         List<String> aborted = new ArrayList<>();
         List<LostTransaction> lostNow = new ArrayList<>();
         List<String> failed = new ArrayList<>();
+        List<LostTransaction> inDoubtNow = new ArrayList<>();
         Set<String> active = this.activeIds.get();
         List<DecisionRecord> rows = this.decisionLog.findByPrefix(this.dataSource, this.prefix);
         Set<String> decided = new HashSet<>();
@@ -150,26 +157,32 @@ public class TwoPhaseRecovery {
                 log.debug("Recovery leaves '{}' alone: a live session of the pool owns it", row.transactionalId());
                 continue;
             }
-            try (TransactionSession session = TransactionSession.resume(row.transactionalId(), row.producerId(),
-                    row.producerEpoch(), this.clientConfigs)) {
-                CompletionOutcome outcome = session.completeTransaction(row.preparedState());
+            PreparedTransaction prepared = row.preparedTransaction();
+            try (TransactionSession session = TransactionSession.resume(row.transactionalId(), prepared,
+                    this.clientConfigs)) {
+                CompletionOutcome outcome = session.completeTransaction(prepared);
                 (outcome == CompletionOutcome.COMMITTED ? committed : alreadyCommitted).add(row.transactionalId());
                 this.decisionLog.clear(this.dataSource, row);
             }
+            catch (TransactionLostException ex) {
+                lostNow.add(new LostTransaction(row, ex.getMessage())); // certainly aborted: compensate
+            }
+            catch (SessionTimeoutException ex) {
+                failed.add(row.transactionalId());
+                log.warn("Recovery of '{}' ({}) must be retried: {}", row.transactionalId(), prepared,
+                        ex.getMessage());
+            }
             catch (TransactionSessionException ex) {
-                if (ex instanceof io.github.txnsession.kafka.SessionTimeoutException) {
-                    failed.add(row.transactionalId());
-                    log.warn("Recovery of '{}' ({}) must be retried: {}", row.transactionalId(), row.preparedState(),
-                            ex.getMessage());
-                }
-                else {
-                    lostNow.add(new LostTransaction(row, ex.getMessage()));
-                }
+                // the outcome cannot be known (the id moved on, fenced, identity not found): never compensate a
+                // transaction that may have committed; keep the row and alert
+                inDoubtNow.add(new LostTransaction(row, ex.getMessage()));
+                log.error("Two-phase recovery: the database committed transaction {} of '{}' at {}, but the outcome "
+                        + "of its Kafka side is UNKNOWN; the decision row stays in {} for an operator to check: {}",
+                        prepared, row.transactionalId(), row.decidedAt(), this.decisionLog.table(), ex.getMessage());
             }
             catch (RuntimeException ex) {
                 failed.add(row.transactionalId());
-                log.warn("Recovery of '{}' ({}) failed and must be retried", row.transactionalId(),
-                        row.preparedState(), ex);
+                log.warn("Recovery of '{}' ({}) failed and must be retried", row.transactionalId(), prepared, ex);
             }
         }
         for (int i = 0; i < this.poolSize; i++) {
@@ -192,8 +205,10 @@ public class TwoPhaseRecovery {
             }
         }
         handleLost(lostNow);
+        this.inDoubt.clear();
+        this.inDoubt.addAll(inDoubtNow);
         RecoveryReport report = new RecoveryReport(List.copyOf(committed), List.copyOf(alreadyCommitted),
-                List.copyOf(aborted), List.copyOf(lostNow), List.copyOf(failed));
+                List.copyOf(aborted), List.copyOf(lostNow), List.copyOf(failed), List.copyOf(inDoubtNow));
         this.committedCount.addAndGet(committed.size());
         this.alreadyCommittedCount.addAndGet(alreadyCommitted.size());
         this.abortedCount.addAndGet(aborted.size());
@@ -205,8 +220,9 @@ public class TwoPhaseRecovery {
         }
         else {
             log.info("Two-phase recovery of prefix '{}': committed {}, already committed {}, aborted {}, lost {}, "
-                    + "failed {}", this.prefix, committed, alreadyCommitted, aborted,
-                    lostNow.stream().map(LostTransaction::transactionalId).toList(), failed);
+                    + "failed {}, in doubt {}", this.prefix, committed, alreadyCommitted, aborted,
+                    lostNow.stream().map(LostTransaction::transactionalId).toList(), failed,
+                    inDoubtNow.stream().map(LostTransaction::transactionalId).toList());
         }
         return report;
     }
@@ -217,7 +233,7 @@ public class TwoPhaseRecovery {
         }
         for (LostTransaction l : lostNow) {
             log.error("Two-phase recovery: the database committed transaction {} of '{}' at {}, but its Kafka side "
-                    + "is lost: {}", l.decision().preparedState(), l.transactionalId(), l.decision().decidedAt(),
+                    + "is lost: {}", l.decision().preparedTransaction(), l.transactionalId(), l.decision().decidedAt(),
                     l.reason());
         }
         this.lost.addAll(lostNow);
@@ -237,6 +253,15 @@ public class TwoPhaseRecovery {
     /** @return the lost transactions found since start (or since {@link #clearLost()}) */
     public List<LostTransaction> lostTransactions() {
         return List.copyOf(this.lost);
+    }
+
+    /**
+     * @return the decisions of the last run whose Kafka outcome is UNKNOWN (the transactional id moved on before
+     *         recovery looked): their rows stay, they are never compensated automatically, and health is DOWN
+     *         until an operator settles them (delete the row once the data is checked) and recovery runs again
+     */
+    public List<LostTransaction> inDoubtTransactions() {
+        return List.copyOf(this.inDoubt);
     }
 
     /** Forgets the lost transactions reported so far, once the application has compensated them. */

@@ -303,8 +303,12 @@ public final class CoordinatorClient implements AutoCloseable {
                     forget(coordinatorKey);
                     return null;
                 }
+                // bound the request by the caller's deadline, not only by request.timeout.ms: a timed-out
+                // request disconnects and comes back as a disconnected response
+                int requestTimeout = (int) Math.max(1, Math.min(this.requestTimeoutMs,
+                        deadline - this.time.milliseconds()));
                 ClientRequest clientRequest = this.client.newClientRequest(node.idString(), request,
-                        this.time.milliseconds(), true);
+                        this.time.milliseconds(), true, requestTimeout, null);
                 ClientResponse response = NetworkClientUtils.sendAndReceive(this.client, clientRequest, this.time);
                 UnsupportedVersionException mismatch = response.versionMismatch();
                 if (mismatch != null) {
