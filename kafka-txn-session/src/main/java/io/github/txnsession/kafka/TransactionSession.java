@@ -585,6 +585,15 @@ public final class TransactionSession implements AutoCloseable {
                 move(SessionState.ABORTABLE_ERROR); // kafka-clients lets the abort be retried
                 throw new SessionTimeoutException(this.transactionalId, "abortTransaction()", ex);
             }
+            if (committedByAnotherCommitter()) {
+                // an external committer completed this prepared transaction: it cannot be aborted any more
+                forceState(SessionState.FATAL_ERROR);
+                this.producerIdentity = null;
+                notifyEnd(true);
+                throw new TransactionSessionException(this.transactionalId, "abortTransaction(): transaction "
+                        + this.txn + " was committed by another committer (a resumed session completed it), so it "
+                        + "cannot be aborted; its records and offsets are visible. Close this session.", ex);
+            }
             // the abort failed: the coordinator aborts the transaction after its timeout, or already did; it never
             // commits, so the participants rewind
             failFatal(null);
@@ -618,6 +627,27 @@ public final class TransactionSession implements AutoCloseable {
             }
             this.commitPending = false;
             log.info("Transaction session '{}': the commit that timed out failed ({}); aborting", this.transactionalId,
+                    ex.toString());
+            return false;
+        }
+    }
+
+    /**
+     * After this session's abort failed: whether its prepared transaction was committed by someone else (a resumed
+     * session completing the stored identity), so the participants must not rewind. False when that cannot be told.
+     */
+    private boolean committedByAnotherCommitter() {
+        PreparedTransaction prepared = this.txn;
+        if (prepared == null || prepared.isEmpty() || !prepared.hasStartTime()) {
+            return false;
+        }
+        try {
+            CoordinatorView view = coordinator();
+            TransactionStanding standing = view.standing(prepared, view.describe());
+            return standing == TransactionStanding.COMMITTED || standing == TransactionStanding.COMMITTING;
+        }
+        catch (RuntimeException ex) {
+            log.debug("Transaction session '{}': could not check how {} ended: {}", this.transactionalId, prepared,
                     ex.toString());
             return false;
         }
@@ -1003,8 +1033,15 @@ public final class TransactionSession implements AutoCloseable {
             log.info("Transaction session '{}' closed with a transaction open: aborted it", this.transactionalId);
         }
         catch (RuntimeException ex) {
-            log.warn("Transaction session '{}': abort on close failed ({}); the transaction never commits: the "
-                    + "coordinator aborts it after transaction.timeout.ms", this.transactionalId, ex.toString());
+            if (committedByAnotherCommitter()) {
+                log.info("Transaction session '{}' closed: its prepared transaction {} was committed by another "
+                        + "committer", this.transactionalId, this.txn);
+                notifyEnd(true);
+                return;
+            }
+            log.warn("Transaction session '{}': abort on close failed ({}); unless another committer completes "
+                    + "it, the coordinator aborts the transaction after transaction.timeout.ms", this.transactionalId,
+                    ex.toString());
         }
         if (from != SessionState.FATAL_ERROR) {
             notifyEnd(false);

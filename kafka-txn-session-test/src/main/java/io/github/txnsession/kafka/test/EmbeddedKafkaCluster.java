@@ -2,6 +2,7 @@ package io.github.txnsession.kafka.test;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -14,16 +15,16 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
 import kafka.server.BrokerServer;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.AdminClientConfig;
-import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.security.auth.SecurityProtocol;
+import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.test.KafkaClusterTestKit;
 import org.apache.kafka.common.test.TestKitNodes;
 import org.apache.kafka.metadata.bootstrap.BootstrapMetadata;
@@ -154,23 +155,32 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
         }
     }
 
-    /** Starts a broker stopped by {@link #stopBroker(int)} again and waits until it is ready. */
+    /**
+     * Starts a broker stopped by {@link #stopBroker(int)} again and waits until every broker is ready: restart the
+     * others first, or use {@link #restartBrokers(Collection)} when several are stopped.
+     */
     public void restartBroker(int brokerId) {
-        BrokerServer broker = broker(brokerId);
-        log.info("Restarting broker {}", brokerId);
-        broker.startup();
+        restartBrokers(List.of(brokerId));
+    }
+
+    /** Starts the brokers stopped by {@link #stopBroker(int)} again, then waits until every broker is ready. */
+    public void restartBrokers(Collection<Integer> brokerIds) {
+        for (int brokerId : brokerIds) {
+            log.info("Restarting broker {}", brokerId);
+            broker(brokerId).startup();
+        }
         try {
             this.cluster.waitForReadyBrokers();
         }
         catch (InterruptedException ex) {
             Thread.currentThread().interrupt();
-            throw new IllegalStateException("Interrupted while waiting for broker " + brokerId, ex);
+            throw new IllegalStateException("Interrupted while waiting for brokers " + brokerIds, ex);
         }
         catch (ExecutionException ex) {
-            throw new IllegalStateException("Broker " + brokerId + " did not become ready", ex.getCause());
+            throw new IllegalStateException("Brokers " + brokerIds + " did not become ready", ex.getCause());
         }
         synchronized (this.stoppedBrokers) {
-            this.stoppedBrokers.remove(brokerId);
+            this.stoppedBrokers.removeAll(brokerIds);
         }
     }
 
