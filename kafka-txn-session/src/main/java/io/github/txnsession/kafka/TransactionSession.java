@@ -570,6 +570,11 @@ public final class TransactionSession implements AutoCloseable {
 
     /** Aborts through the producer; caller holds the write lock and checked the state. */
     private void abortLive() {
+        if (this.state == SessionState.ABORTABLE_ERROR) {
+            // the transaction failed (a timeout-abort, a refused send): kafka-clients may bump its epoch while
+            // aborting, so the producer identity is read again before the next transaction
+            this.producerIdentity = null;
+        }
         move(SessionState.ABORTING);
         if (this.commitPending && awaitPendingCommit()) {
             throw new TransactionSessionException(this.transactionalId, "abortTransaction(): the earlier "
@@ -830,6 +835,7 @@ public final class TransactionSession implements AutoCloseable {
             }
             if (failure instanceof TransactionLostException && !isResumed()) {
                 move(SessionState.ABORTABLE_ERROR);
+                this.producerIdentity = null;
             }
             else {
                 forceState(SessionState.FATAL_ERROR);
