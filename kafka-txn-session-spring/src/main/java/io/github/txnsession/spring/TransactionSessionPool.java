@@ -9,6 +9,7 @@ import java.util.Objects;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Consumer;
 
 import io.github.txnsession.kafka.InvalidSessionConfigException;
 import io.github.txnsession.kafka.SessionListener;
@@ -37,7 +38,9 @@ import org.slf4j.LoggerFactory;
  * <li>When every session is in use, {@link #acquire()} waits up to the acquire timeout, then throws
  * {@link SessionPoolExhaustedException} naming the pool size and timeout; a zero timeout fails at once.</li>
  * <li>A session released with its transaction still open is aborted; a fenced, failed or closed one is closed and
- * its slot is initialized afresh on next use.</li>
+ * its slot is initialized afresh on next use. A session released with its transaction <em>prepared</em> is not
+ * aborted (a two-phase commit may have decided to commit it): it is abandoned, and its slot is settled by the
+ * {@linkplain #setInDoubtResolver in-doubt resolver} before its id is initialized again.</li>
  * <li>{@link #close()} closes every session (open transactions are aborted); later acquires fail.</li>
  * </ul>
  *
@@ -58,6 +61,7 @@ public final class TransactionSessionPool implements AutoCloseable {
     private final Slot[] slots;
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition released = this.lock.newCondition();
+    private volatile @Nullable Consumer<String> inDoubtResolver;
     private int inUse;
     private int waiting;
     private long exhausted;
@@ -177,6 +181,7 @@ public final class TransactionSessionPool implements AutoCloseable {
         TransactionSession session = slot.session;
         if (session == null) {
             try {
+                settleIfInDoubt(slot);
                 session = createSession(slot.transactionalId);
             }
             catch (RuntimeException ex) {
@@ -186,6 +191,35 @@ public final class TransactionSessionPool implements AutoCloseable {
             slot.session = session;
         }
         return new PooledSession(this, session, slot.index);
+    }
+
+    /**
+     * A slot whose last session was released with a prepared transaction: initializing its id would abort that
+     * transaction, so the resolver (two-phase recovery) settles it first. Without a resolver nobody can know the
+     * decision, and the initialization aborts it, as a restart would. Called by the slot's new owner.
+     */
+    private void settleIfInDoubt(Slot slot) {
+        if (!slot.inDoubt) {
+            return;
+        }
+        Consumer<String> resolver = this.inDoubtResolver;
+        if (resolver == null) {
+            log.warn("Transaction session '{}': its previous session left a prepared transaction and no in-doubt "
+                    + "resolver is set; initializing the id aborts it", slot.transactionalId);
+        }
+        else {
+            resolver.accept(slot.transactionalId); // throws if it cannot settle now: the slot stays in doubt
+        }
+        slot.inDoubt = false;
+    }
+
+    /**
+     * Sets what settles the transactional id of a slot whose session was released with a prepared transaction,
+     * before that id is initialized again (initializing aborts an open transaction). The JDBC two-phase commit sets
+     * its recovery here. It must throw if it cannot settle the id now.
+     */
+    public void setInDoubtResolver(@Nullable Consumer<String> resolver) {
+        this.inDoubtResolver = resolver;
     }
 
     private TransactionSession createSession(String transactionalId) {
@@ -209,8 +243,23 @@ public final class TransactionSessionPool implements AutoCloseable {
         TransactionSession session = lease.session();
         TransactionSession keep = session;
         SessionState state = session.state();
-        boolean open = state == SessionState.IN_TRANSACTION || state == SessionState.PREPARED
-                || state == SessionState.ABORTABLE_ERROR;
+        if (state == SessionState.PREPARED) {
+            // a prepared transaction may be decided elsewhere (a two-phase commit wrote its decision): never abort it
+            // here; the slot is settled before its id is initialized again
+            log.warn("Transaction session '{}' was released with its transaction prepared ({}): leaving it for "
+                    + "recovery, the slot is settled before its next use", session.transactionalId(),
+                    session.currentTransaction().map(Object::toString).orElse("?"));
+            try {
+                session.abandon();
+            }
+            catch (RuntimeException ex) {
+                log.warn("Transaction session '{}': closing it failed: {}", session.transactionalId(), ex.toString());
+            }
+            slot.inDoubt = true;
+            giveBack(slot, null);
+            return;
+        }
+        boolean open = state == SessionState.IN_TRANSACTION || state == SessionState.ABORTABLE_ERROR;
         if (open) {
             try {
                 session.abortTransaction();
@@ -392,6 +441,8 @@ public final class TransactionSessionPool implements AutoCloseable {
         @Nullable Thread owner;
         /** guarded by the pool lock: the pool's release count when this slot was last given back */
         long releasedSeq;
+        /** written by the slot's owner: its last session was released with a prepared transaction */
+        volatile boolean inDoubt;
 
         Slot(int index, String transactionalId) {
             this.index = index;

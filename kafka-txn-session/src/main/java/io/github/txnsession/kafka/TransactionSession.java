@@ -962,6 +962,21 @@ public final class TransactionSession implements AutoCloseable {
      * the first. Not callable from a send callback.
      */
     public void close(Duration timeout) {
+        close(timeout, true);
+    }
+
+    /**
+     * Closes the session <em>without</em> ending its transaction: an open or prepared transaction stays as it is at
+     * the coordinator, for another process to finish ({@link #resume}) or for the coordinator to abort after
+     * {@code transaction.timeout.ms}; participants are not told (a bound consumer keeps its position). For a prepared
+     * transaction whose outcome is in doubt (a two-phase commit may have decided to commit it): aborting it here
+     * could undo a decided commit. Resources are closed as by {@link #close(Duration)}.
+     */
+    public void abandon() {
+        close(this.config.closeTimeout(), false);
+    }
+
+    private void close(Duration timeout, boolean settle) {
         Objects.requireNonNull(timeout, "timeout");
         checkNotInsideSend(SessionOperation.CLOSE);
         if (!this.closeStarted.compareAndSet(false, true)) {
@@ -980,7 +995,13 @@ public final class TransactionSession implements AutoCloseable {
                 write.lock();
             }
             try {
-                settleOnClose();
+                if (settle) {
+                    settleOnClose();
+                }
+                else if (isOpen(this.state)) {
+                    log.info("Transaction session '{}' abandoned with its transaction {} {}: left for another process "
+                            + "to complete", this.transactionalId, this.txn, this.state);
+                }
             }
             finally {
                 this.state = SessionState.CLOSED;
@@ -990,7 +1011,9 @@ public final class TransactionSession implements AutoCloseable {
         finally {
             try {
                 if (this.producer != null) {
-                    this.producer.close(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())));
+                    // an abandoned transaction must not be aborted: close(ZERO) does not abort, close(timeout) does
+                    this.producer.close(settle ? Duration.ofNanos(Math.max(0, deadline - System.nanoTime()))
+                            : Duration.ZERO);
                 }
             }
             catch (RuntimeException ex) {

@@ -210,7 +210,10 @@ public final class DecisionLog {
                     String suffix = id.substring(prefix.length());
                     if (!suffix.isEmpty() && suffix.chars().allMatch(Character::isDigit)) {
                         long start = rs.getLong(4);
-                        records.add(new DecisionRecord(id, rs.getLong(2), rs.getShort(3), rs.wasNull() ? -1 : start,
+                        if (rs.wasNull()) {
+                            start = -1; // a row written before the column existed: legacy identity
+                        }
+                        records.add(new DecisionRecord(id, rs.getLong(2), rs.getShort(3), start,
                                 rs.getTimestamp(5).toInstant()));
                     }
                 }

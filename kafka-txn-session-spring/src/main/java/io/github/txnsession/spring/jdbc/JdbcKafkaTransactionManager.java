@@ -82,6 +82,10 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
             throw new IllegalArgumentException("The recovery is for prefix '" + recovery.transactionalIdPrefix()
                     + "' but the pool's prefix is '" + pool.transactionalIdPrefix() + "'");
         }
+        if (recovery != null) {
+            // a session released with its commit in doubt is settled from the decision log before its id is reused
+            pool.setInDoubtResolver(recovery::recoverTransactionalId);
+        }
     }
 
     /** @param listeners told as each commit passes each {@link CommitPhase} */

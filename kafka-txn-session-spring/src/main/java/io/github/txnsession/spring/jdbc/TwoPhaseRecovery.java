@@ -142,12 +142,7 @@ public class TwoPhaseRecovery {
      * @throws DecisionLogException if the decision log cannot be read (nothing is touched then)
      */
     public synchronized RecoveryReport recover() {
-        List<String> committed = new ArrayList<>();
-        List<String> alreadyCommitted = new ArrayList<>();
-        List<String> aborted = new ArrayList<>();
-        List<LostTransaction> lostNow = new ArrayList<>();
-        List<String> failed = new ArrayList<>();
-        List<LostTransaction> inDoubtNow = new ArrayList<>();
+        Run run = new Run();
         Set<String> active = this.activeIds.get();
         List<DecisionRecord> rows = this.decisionLog.findByPrefix(this.dataSource, this.prefix);
         Set<String> decided = new HashSet<>();
@@ -157,72 +152,124 @@ public class TwoPhaseRecovery {
                 log.debug("Recovery leaves '{}' alone: a live session of the pool owns it", row.transactionalId());
                 continue;
             }
-            PreparedTransaction prepared = row.preparedTransaction();
-            try (TransactionSession session = TransactionSession.resume(row.transactionalId(), prepared,
-                    this.clientConfigs)) {
-                CompletionOutcome outcome = session.completeTransaction(prepared);
-                (outcome == CompletionOutcome.COMMITTED ? committed : alreadyCommitted).add(row.transactionalId());
-                this.decisionLog.clear(this.dataSource, row);
-            }
-            catch (TransactionLostException ex) {
-                lostNow.add(new LostTransaction(row, ex.getMessage())); // certainly aborted: compensate
-            }
-            catch (SessionTimeoutException ex) {
-                failed.add(row.transactionalId());
-                log.warn("Recovery of '{}' ({}) must be retried: {}", row.transactionalId(), prepared,
-                        ex.getMessage());
-            }
-            catch (TransactionSessionException ex) {
-                // the outcome cannot be known (the id moved on, fenced, identity not found): never compensate a
-                // transaction that may have committed; keep the row and alert
-                inDoubtNow.add(new LostTransaction(row, ex.getMessage()));
-                log.error("Two-phase recovery: the database committed transaction {} of '{}' at {}, but the outcome "
-                        + "of its Kafka side is UNKNOWN; the decision row stays in {} for an operator to check: {}",
-                        prepared, row.transactionalId(), row.decidedAt(), this.decisionLog.table(), ex.getMessage());
-            }
-            catch (RuntimeException ex) {
-                failed.add(row.transactionalId());
-                log.warn("Recovery of '{}' ({}) failed and must be retried", row.transactionalId(), prepared, ex);
-            }
+            settle(row, run);
         }
         for (int i = 0; i < this.poolSize; i++) {
             String id = this.prefix + i;
-            if (decided.contains(id) || active.contains(id)) {
-                continue;
-            }
-            try {
-                Optional<TransactionSession> open = TransactionSession.resumeOpen(id, this.clientConfigs);
-                if (open.isPresent()) {
-                    try (TransactionSession session = open.get()) {
-                        session.abortTransaction();
-                    }
-                    aborted.add(id);
-                }
-            }
-            catch (RuntimeException ex) {
-                failed.add(id);
-                log.warn("Recovery could not abort the open transaction of '{}'", id, ex);
+            if (!decided.contains(id) && !active.contains(id)) {
+                abortOpen(id, run);
             }
         }
-        handleLost(lostNow);
         this.inDoubt.clear();
-        this.inDoubt.addAll(inDoubtNow);
-        RecoveryReport report = new RecoveryReport(List.copyOf(committed), List.copyOf(alreadyCommitted),
-                List.copyOf(aborted), List.copyOf(lostNow), List.copyOf(failed), List.copyOf(inDoubtNow));
-        this.committedCount.addAndGet(committed.size());
-        this.alreadyCommittedCount.addAndGet(alreadyCommitted.size());
-        this.abortedCount.addAndGet(aborted.size());
-        this.lostCount.addAndGet(lostNow.size());
+        RecoveryReport report = finish(run);
+        this.recovered = run.failed.isEmpty();
+        return report;
+    }
+
+    /**
+     * Settles one transactional id of the prefix, whatever holds it: completes its decision row, or aborts its open
+     * transaction if it has none. The session pool calls this before it initializes a slot whose session was released
+     * with a prepared transaction (the outcome of its commit was in doubt), so that initializing never aborts a
+     * transaction the database decided to commit.
+     *
+     * @throws TransactionSessionException if the id could not be settled now (the coordinator is unreachable):
+     *         it must not be initialized yet
+     */
+    public synchronized RecoveryReport recoverTransactionalId(String transactionalId) {
+        Objects.requireNonNull(transactionalId, "transactionalId");
+        Run run = new Run();
+        List<DecisionRecord> rows = this.decisionLog.findByPrefix(this.dataSource, this.prefix).stream()
+            .filter(r -> r.transactionalId().equals(transactionalId)).toList();
+        if (rows.isEmpty()) {
+            abortOpen(transactionalId, run);
+        }
+        else {
+            rows.forEach(row -> settle(row, run));
+        }
+        this.inDoubt.removeIf(l -> l.transactionalId().equals(transactionalId));
+        RecoveryReport report = finish(run);
+        if (!run.failed.isEmpty()) {
+            throw new TransactionSessionException(transactionalId, "two-phase recovery could not settle it now; "
+                    + "it is not reused until it is settled (see the log)", null);
+        }
+        return report;
+    }
+
+    /** What one recovery run found. */
+    private static final class Run {
+        final List<String> committed = new ArrayList<>();
+        final List<String> alreadyCommitted = new ArrayList<>();
+        final List<String> aborted = new ArrayList<>();
+        final List<LostTransaction> lost = new ArrayList<>();
+        final List<String> failed = new ArrayList<>();
+        final List<LostTransaction> inDoubt = new ArrayList<>();
+    }
+
+    /** Completes the Kafka transaction a decision row names, and classifies how that went. */
+    private void settle(DecisionRecord row, Run run) {
+        PreparedTransaction prepared = row.preparedTransaction();
+        try (TransactionSession session = TransactionSession.resume(row.transactionalId(), prepared,
+                this.clientConfigs)) {
+            CompletionOutcome outcome = session.completeTransaction(prepared);
+            (outcome == CompletionOutcome.COMMITTED ? run.committed : run.alreadyCommitted).add(row.transactionalId());
+            this.decisionLog.clear(this.dataSource, row);
+        }
+        catch (TransactionLostException ex) {
+            run.lost.add(new LostTransaction(row, ex.getMessage())); // certainly aborted: compensate
+        }
+        catch (SessionTimeoutException ex) {
+            run.failed.add(row.transactionalId());
+            log.warn("Recovery of '{}' ({}) must be retried: {}", row.transactionalId(), prepared, ex.getMessage());
+        }
+        catch (TransactionSessionException ex) {
+            // the outcome cannot be known (the id moved on, fenced, identity not found): never compensate a
+            // transaction that may have committed; keep the row and alert
+            run.inDoubt.add(new LostTransaction(row, ex.getMessage()));
+            log.error("Two-phase recovery: the database committed transaction {} of '{}' at {}, but the outcome of "
+                    + "its Kafka side is UNKNOWN; the decision row stays in {} for an operator to check: {}", prepared,
+                    row.transactionalId(), row.decidedAt(), this.decisionLog.table(), ex.getMessage());
+        }
+        catch (RuntimeException ex) {
+            run.failed.add(row.transactionalId());
+            log.warn("Recovery of '{}' ({}) failed and must be retried", row.transactionalId(), prepared, ex);
+        }
+    }
+
+    /** Aborts the open transaction of an id without a decision row (its database transaction never committed). */
+    private void abortOpen(String id, Run run) {
+        try {
+            Optional<TransactionSession> open = TransactionSession.resumeOpen(id, this.clientConfigs);
+            if (open.isPresent()) {
+                try (TransactionSession session = open.get()) {
+                    session.abortTransaction();
+                }
+                run.aborted.add(id);
+            }
+        }
+        catch (RuntimeException ex) {
+            run.failed.add(id);
+            log.warn("Recovery could not abort the open transaction of '{}'", id, ex);
+        }
+    }
+
+    private RecoveryReport finish(Run run) {
+        handleLost(run.lost);
+        this.inDoubt.addAll(run.inDoubt);
+        RecoveryReport report = new RecoveryReport(List.copyOf(run.committed), List.copyOf(run.alreadyCommitted),
+                List.copyOf(run.aborted), List.copyOf(run.lost), List.copyOf(run.failed), List.copyOf(run.inDoubt));
+        this.committedCount.addAndGet(run.committed.size());
+        this.alreadyCommittedCount.addAndGet(run.alreadyCommitted.size());
+        this.abortedCount.addAndGet(run.aborted.size());
+        this.lostCount.addAndGet(run.lost.size());
         this.lastReport = report;
-        this.recovered = failed.isEmpty();
         if (report.isEmpty()) {
             log.info("Two-phase recovery of prefix '{}': nothing to do", this.prefix);
         }
         else {
             log.info("Two-phase recovery of prefix '{}': committed {}, already committed {}, aborted {}, lost {}, "
-                    + "failed {}, in doubt {}", this.prefix, committed, alreadyCommitted, aborted,
-                    lostNow.stream().map(LostTransaction::transactionalId).toList(), failed,
-                    inDoubtNow.stream().map(LostTransaction::transactionalId).toList());
+                    + "failed {}, in doubt {}", this.prefix, run.committed, run.alreadyCommitted, run.aborted,
+                    run.lost.stream().map(LostTransaction::transactionalId).toList(), run.failed,
+                    run.inDoubt.stream().map(LostTransaction::transactionalId).toList());
         }
         return report;
     }

@@ -5,11 +5,16 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
+import io.github.txnsession.kafka.PreparedTransaction;
+import io.github.txnsession.kafka.SessionProducer;
+import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.test.ChildJvm;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import io.github.txnsession.spring.PooledSession;
 import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.producer.ProducerRecord;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
@@ -173,6 +178,113 @@ class TwoPhaseCommitTest {
             assertThat(events(topic)).containsExactlyInAnyOrder("order-200", "order-201", "order-300");
             // a second run settles nothing twice
             assertThat(a.recovery.recover().isEmpty()).isTrue();
+        }
+    }
+
+    @Test
+    void aTransactionThatWroteNothingToKafkaCommitsTheDatabaseWithoutADecision() {
+        String topic = topic();
+        try (OrderFlow flow = flow(topic, EmbeddedKafkaCluster.uniqueName("jdbc-only") + "-", null)) {
+            List<CommitPhase> phases = new java.util.concurrent.CopyOnWriteArrayList<>();
+            flow.transactionManager.setCommitPhaseListeners(List.of((phase, id) -> phases.add(phase)));
+            flow.tx.executeWithoutResult(status -> flow.jdbc.update(
+                    "INSERT INTO orders (id, ref) VALUES ('jdbc-only-1', 'r')"));
+            // prepared as empty: no decision row, no Kafka commit, nothing for recovery
+            assertThat(phases).containsExactly(CommitPhase.BEFORE_PREPARE, CommitPhase.AFTER_PREPARE);
+            assertThat(flow.jdbc.queryForList("SELECT id FROM orders WHERE id = 'jdbc-only-1'", String.class))
+                .hasSize(1);
+            assertThat(flow.decisionLog.findByPrefix(flow.dataSource, flow.pool.transactionalIdPrefix())).isEmpty();
+            assertThat(flow.recovery.recover().isEmpty()).isTrue();
+            flow.placeOrder("jdbc-only-2"); // and the session goes on
+        }
+        assertThat(events(topic)).containsExactly("jdbc-only-2");
+    }
+
+    @Test
+    void recoveryKeepsADecisionWhoseKafkaOutcomeIsUnknownAndNeverCompensatesIt() {
+        String topic = topic();
+        String prefix = EmbeddedKafkaCluster.uniqueName("unknown") + "-";
+        OrderFlow.createSchema(OrderFlow.dataSource(postgres.jdbcUrl()));
+        // the decided transaction committed, then a later transaction of the same id aborted: the coordinator no
+        // longer says how the decided one ended
+        PreparedTransaction decided;
+        Map<String, Object> configs = kafka.cluster().clientConfigs();
+        configs.put("transactional.id", prefix + "0");
+        try (TransactionSession session = new TransactionSession(configs)) {
+            session.initialize();
+            SessionProducer<String, String> producer = new SessionProducer<>(session,
+                    new org.apache.kafka.common.serialization.StringSerializer(),
+                    new org.apache.kafka.common.serialization.StringSerializer());
+            session.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, "order-1", "OrderPlaced:order-1"));
+            decided = session.prepareTransaction();
+            session.commitTransaction();
+            session.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, "order-2", "OrderPlaced:order-2"));
+            session.abortTransaction();
+        }
+        List<LostTransaction> compensated = new ArrayList<>();
+        try (OrderFlow flow = flow(topic, prefix, compensated::addAll)) {
+            recordDecision(flow, prefix + "0", decided);
+            RecoveryReport report = flow.recovery.recover();
+            assertThat(report.inDoubt()).extracting(LostTransaction::transactionalId).containsExactly(prefix + "0");
+            assertThat(report.lost()).isEmpty();
+            assertThat(compensated).isEmpty();
+            assertThat(flow.recovery.inDoubtTransactions()).hasSize(1);
+            assertThat(flow.decisionLog.findByPrefix(flow.dataSource, prefix)).hasSize(1);
+        }
+        assertThat(events(topic)).containsExactly("order-1");
+    }
+
+    @Test
+    void aSessionReleasedWithItsTransactionPreparedIsSettledFromTheLogBeforeItsIdIsReused() throws Exception {
+        String topic = topic();
+        String prefix = EmbeddedKafkaCluster.uniqueName("in-doubt") + "-";
+        try (OrderFlow flow = flow(topic, prefix, null)) {
+            flow.recovery.ensureRecovered();
+            PooledSession lease = flow.pool.acquire();
+            assertThat(lease.index()).isZero();
+            TransactionSession session = lease.session();
+            session.beginTransaction();
+            new SessionProducer<>(session, new org.apache.kafka.common.serialization.StringSerializer(),
+                    new org.apache.kafka.common.serialization.StringSerializer())
+                .send(new ProducerRecord<>(topic, "order-1", "OrderPlaced:order-1"));
+            PreparedTransaction prepared = session.prepareTransaction();
+            recordDecision(flow, prefix + "0", prepared); // the database decided; completing Kafka never happened
+            lease.release();
+            // not aborted on release: the decision says commit
+            assertThat(kafka.cluster().admin().describeTransactions(List.of(prefix + "0")).description(prefix + "0")
+                .get().state()).isEqualTo(TransactionState.ONGOING);
+            flow.placeOrder("order-2"); // reuses slot 0: settled from the log first
+            assertThat(flow.decisionLog.findByPrefix(flow.dataSource, prefix)).isEmpty();
+        }
+        assertThat(events(topic)).containsExactly("order-1", "order-2");
+    }
+
+    @Test
+    void aDecisionLogTableFromBeforeTheStartTimeColumnIsMigrated() throws Exception {
+        DecisionLog log = new DecisionLog(EmbeddedKafkaCluster.uniqueName("old_log").replace('-', '_'));
+        javax.sql.DataSource dataSource = OrderFlow.dataSource(postgres.jdbcUrl());
+        JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+        jdbc.execute("CREATE TABLE " + log.table() + " (transactional_id VARCHAR(512) NOT NULL PRIMARY KEY, "
+                + "producer_id BIGINT NOT NULL, producer_epoch SMALLINT NOT NULL, decided_at TIMESTAMP NOT NULL)");
+        jdbc.update("INSERT INTO " + log.table() + " VALUES ('old-0', 7, 3, CURRENT_TIMESTAMP)");
+        log.createTableIfMissing(dataSource);
+        log.createTableIfMissing(dataSource); // idempotent
+        try (java.sql.Connection con = dataSource.getConnection()) {
+            log.record(con, "old-1", PreparedTransaction.of(8, (short) 4, 1_700_000_000_123L));
+        }
+        assertThat(log.findByPrefix(dataSource, "old-")).extracting(DecisionRecord::preparedTransaction)
+            .containsExactly(PreparedTransaction.of(7, (short) 3, -1), PreparedTransaction.of(8, (short) 4,
+                    1_700_000_000_123L));
+    }
+
+    private static void recordDecision(OrderFlow flow, String transactionalId, PreparedTransaction prepared) {
+        try (java.sql.Connection con = flow.dataSource.getConnection()) {
+            flow.decisionLog.record(con, transactionalId, prepared);
+        }
+        catch (java.sql.SQLException ex) {
+            throw new AssertionError(ex);
         }
     }
 
