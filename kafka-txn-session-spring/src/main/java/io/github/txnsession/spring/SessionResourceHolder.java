@@ -14,6 +14,7 @@ public final class SessionResourceHolder extends ResourceHolderSupport {
 
     private final PooledSession lease;
     private final long beganNanos;
+    private volatile boolean decisionMayBeCommitted;
 
     SessionResourceHolder(PooledSession lease, long beganNanos) {
         this.lease = lease;
@@ -31,6 +32,19 @@ public final class SessionResourceHolder extends ResourceHolderSupport {
 
     long beganNanos() {
         return this.beganNanos;
+    }
+
+    /**
+     * Marks that a two-phase commit has (or may have) committed its decision to commit this transaction: from now on
+     * a rollback must not abort the session's transaction; it is left prepared for recovery to complete.
+     */
+    public void markDecisionMayBeCommitted() {
+        this.decisionMayBeCommitted = true;
+    }
+
+    /** @return whether {@link #markDecisionMayBeCommitted()} was called */
+    public boolean isDecisionMayBeCommitted() {
+        return this.decisionMayBeCommitted;
     }
 
     /**

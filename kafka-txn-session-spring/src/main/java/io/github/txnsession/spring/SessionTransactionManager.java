@@ -5,6 +5,7 @@ import java.util.List;
 import java.util.Objects;
 
 import io.github.txnsession.kafka.SessionState;
+import io.github.txnsession.kafka.SessionTimeoutException;
 import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.TransactionSessionException;
 import org.jspecify.annotations.Nullable;
@@ -13,6 +14,7 @@ import org.springframework.kafka.core.KafkaResourceHolder;
 import org.springframework.kafka.core.ProducerFactory;
 import org.springframework.kafka.transaction.KafkaAwareTransactionManager;
 import org.springframework.transaction.CannotCreateTransactionException;
+import org.springframework.transaction.HeuristicCompletionException;
 import org.springframework.transaction.InvalidIsolationLevelException;
 import org.springframework.transaction.NestedTransactionNotSupportedException;
 import org.springframework.transaction.SavepointManager;
@@ -191,6 +193,11 @@ public class SessionTransactionManager extends AbstractPlatformTransactionManage
         try {
             session.commitTransaction();
         }
+        catch (SessionTimeoutException ex) {
+            if (!settleTimedOutCommit(holder, ex)) {
+                return; // it committed after all
+            }
+        }
         catch (TransactionSessionException ex) {
             notifyFailed(session, ex);
             throw new TransactionSystemException("Commit of transaction session '" + session.transactionalId()
@@ -217,6 +224,11 @@ public class SessionTransactionManager extends AbstractPlatformTransactionManage
         SessionResourceHolder holder = holderOf(status);
         TransactionSession session = holder.session();
         SessionState state = session.state();
+        if (holder.isDecisionMayBeCommitted()) {
+            logger.warn("Rollback: the decision to commit the transaction of session '" + session.transactionalId()
+                    + "' may be committed; leaving it prepared for recovery instead of aborting it");
+            return;
+        }
         if (state != SessionState.IN_TRANSACTION && state != SessionState.PREPARED
                 && state != SessionState.ABORTABLE_ERROR) {
             logger.debug("Rollback: session '" + session.transactionalId() + "' is " + state + ", nothing to abort");
@@ -249,6 +261,41 @@ public class SessionTransactionManager extends AbstractPlatformTransactionManage
             holder.lease().release();
             tx.holder = null;
         }
+    }
+
+    /**
+     * The commit timed out, so its outcome is unknown: kafka-clients keeps sending it. An abort waits for that commit
+     * and says how it ended, instead of leaving the caller (and the pool, which would initialize the id and abort
+     * it) guessing.
+     *
+     * @return false if it committed (the caller reports success); otherwise throws
+     */
+    private boolean settleTimedOutCommit(SessionResourceHolder holder, SessionTimeoutException timeout) {
+        TransactionSession session = holder.session();
+        try {
+            session.abortTransaction();
+        }
+        catch (SessionTimeoutException again) {
+            again.addSuppressed(timeout);
+            notifyFailed(session, again);
+            throw new HeuristicCompletionException(HeuristicCompletionException.STATE_UNKNOWN,
+                    new TransactionSystemException("The commit of transaction session '" + session.transactionalId()
+                            + "' timed out and its outcome is still unknown: " + again.getMessage(), again));
+        }
+        catch (TransactionSessionException ex) {
+            if (session.state() == SessionState.READY) {
+                logger.info("The commit of session '" + session.transactionalId() + "' timed out but went through");
+                return false;
+            }
+            ex.addSuppressed(timeout);
+            notifyFailed(session, ex);
+            throw new TransactionSystemException("Commit of transaction session '" + session.transactionalId()
+                    + "' timed out, and settling it failed: " + ex.getMessage(), ex);
+        }
+        notifyRolledBack(holder);
+        throw new TransactionSystemException("Commit of transaction session '" + session.transactionalId()
+                + "' timed out (" + timeout.getMessage() + "); the transaction was aborted, nothing of it is visible",
+                timeout);
     }
 
     private void abortQuietly(TransactionSession session, Exception cause) {

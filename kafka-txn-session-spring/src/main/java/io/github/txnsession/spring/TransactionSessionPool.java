@@ -214,6 +214,81 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     /**
+     * Runs {@code action} for {@code transactionalId} while no session of the pool can be lent for it: two-phase
+     * recovery settles an id this way, so that a session cannot begin, write and prepare on the id while recovery
+     * aborts or completes what the id had left. An id outside the pool runs at once.
+     *
+     * @return false, without running it, if a session of the pool is in use for the id right now
+     */
+    public boolean runIfIdle(String transactionalId, Runnable action) {
+        Slot slot = slotOf(transactionalId);
+        if (slot == null) {
+            action.run();
+            return true;
+        }
+        this.lock.lock();
+        try {
+            if (slot.owner != null) {
+                return false;
+            }
+            slot.owner = Thread.currentThread(); // reserved: pickFreeSlot skips it
+        }
+        finally {
+            this.lock.unlock();
+        }
+        try {
+            action.run();
+            return true;
+        }
+        finally {
+            this.lock.lock();
+            try {
+                slot.owner = null;
+                this.released.signal();
+            }
+            finally {
+                this.lock.unlock();
+            }
+        }
+    }
+
+    /**
+     * Marks the slot of {@code transactionalId} in doubt: its id may hold a prepared transaction that must be settled
+     * (by the {@linkplain #setInDoubtResolver resolver}) before the id is initialized again. An idle session of the
+     * slot is closed.
+     */
+    public void markInDoubt(String transactionalId) {
+        Slot slot = slotOf(transactionalId);
+        if (slot == null) {
+            return;
+        }
+        TransactionSession idle = null;
+        this.lock.lock();
+        try {
+            slot.inDoubt = true;
+            if (slot.owner == null && slot.session != null) {
+                idle = slot.session;
+                slot.session = null;
+            }
+        }
+        finally {
+            this.lock.unlock();
+        }
+        if (idle != null) {
+            idle.abandon();
+        }
+    }
+
+    private @Nullable Slot slotOf(String transactionalId) {
+        for (Slot s : this.slots) {
+            if (s.transactionalId.equals(transactionalId)) {
+                return s;
+            }
+        }
+        return null;
+    }
+
+    /**
      * Sets what settles the transactional id of a slot whose session was released with a prepared transaction,
      * before that id is initialized again (initializing aborts an open transaction). The JDBC two-phase commit sets
      * its recovery here. It must throw if it cannot settle the id now.

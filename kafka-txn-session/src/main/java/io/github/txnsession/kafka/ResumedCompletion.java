@@ -158,9 +158,13 @@ final class ResumedCompletion {
         long deadline = System.nanoTime() + this.view.timeout().toNanos();
         long backoffMs = 5;
         while (System.nanoTime() < deadline) {
-            Optional<TransactionDescription> d = this.view.describe();
-            if (this.view.standing(txn, d) != TransactionStanding.COMMITTING) {
-                return;
+            try {
+                if (this.view.standing(txn, this.view.describe()) != TransactionStanding.COMMITTING) {
+                    return;
+                }
+            }
+            catch (org.apache.kafka.common.errors.TimeoutException ex) {
+                break; // the commit is decided: a coordinator that does not answer now changes nothing
             }
             try {
                 TimeUnit.MILLISECONDS.sleep(backoffMs);

@@ -18,4 +18,14 @@ interface SessionParticipant {
     /** After the transaction aborted (by the application, by close, or because it was lost). */
     default void afterAbort(TransactionSession session) {
     }
+
+    /**
+     * The transaction ended, or will end, in a way this process cannot know now (the session was abandoned with its
+     * transaction prepared, or a commit's outcome could not be read). By default treated like an abort, which loses
+     * nothing but may process records twice; a participant that can learn the truth later (a consumer reading its
+     * group's committed offsets) does better.
+     */
+    default void afterOutcomeUnknown(TransactionSession session) {
+        afterAbort(session);
+    }
 }

@@ -48,7 +48,10 @@ import static io.github.txnsession.kafka.SessionState.UNINITIALIZED;
  * CLOSED           close (no-op)                                   (none)
  * </pre>
  *
- * A commit or abort that times out returns to the state it started from, so the same call can be retried.
+ * A commit that times out once kafka-clients holds its commit request moves to PREPARED (retry the commit, or abort,
+ * which waits for that commit); one that times out earlier, and an abort that times out, return to where they started
+ * (an abort to ABORTABLE_ERROR), so the same call can be retried. Fencing and fatal errors move to FATAL_ERROR from
+ * any state but CLOSED.
  * This class is a pure function of its tables: it holds no state and is safe to share.
  */
 final class SessionStateMachine {

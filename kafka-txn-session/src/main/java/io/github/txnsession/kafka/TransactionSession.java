@@ -60,25 +60,44 @@ import org.slf4j.LoggerFactory;
  * <ul>
  * <li>Every record sent through a bound producer between {@link #beginTransaction()} and the end of the transaction
  * becomes visible to {@code read_committed} readers if and only if the transaction commits.</li>
+ * <li>{@link #prepareTransaction()} names exactly one transaction ({@link PreparedTransaction}: producer id, epoch and
+ * the coordinator's start time; or "empty" when nothing was written). Completing an identity never commits another
+ * transaction; the outcome of every situation the coordinator can be in is one row of {@code TransactionStanding}.</li>
+ * <li>Whenever a transaction ends without a commit (abort, fencing, a coordinator timeout, a failed abort, close),
+ * every participant (bound consumers, bound share consumers) is told so: consumers rewind, share consumers release.
+ * </li>
  * <li>Thread safety: any number of threads may send through bound producers during a transaction; lifecycle calls
- * are serialized and wait for sends in progress, and sends wait while a commit or abort runs.</li>
+ * are serialized and wait for sends in progress, and sends wait while a commit or abort runs. A lifecycle call from
+ * inside a send (a callback kafka-clients runs on the sending thread, or on its I/O thread) throws
+ * {@link IllegalStateException} at once instead of deadlocking.</li>
  * <li>One explicit state machine ({@link SessionState}, table in {@code SessionStateMachine}); an illegal call
- * throws {@link IllegalStateException} naming the state and the calls allowed in it.</li>
- * <li>Errors are classified: {@link SessionFencedException} (another session took over; state FATAL_ERROR),
- * {@link SessionAbortableException} (abort, then go on), {@link SessionTimeoutException} (the call may be retried),
- * {@link TransactionLostException}, {@link TransactionSupersededException}.</li>
- * <li>{@link #close()} aborts an open transaction.</li>
+ * throws {@link IllegalStateException} naming the state and the calls allowed in it. No call leaves the session in
+ * COMMITTING or ABORTING.</li>
+ * <li>Errors are classified ({@code KafkaErrors}): {@link SessionFencedException} (another session took over; state
+ * FATAL_ERROR), {@link SessionAbortableException} (abort, then go on), {@link SessionTimeoutException} (the call may
+ * be retried; a commit that timed out leaves the session PREPARED), {@link TransactionLostException} (certainly
+ * aborted), {@link TransactionSupersededException} (outcome unknown).</li>
+ * <li>{@link #close()} aborts an open transaction, waits for a lifecycle call running on another thread, and closes
+ * the producer and the coordinator connection exactly once; {@link #abandon()} closes without ending a prepared
+ * transaction whose outcome is in doubt.</li>
  * </ul>
  *
  * <h2>Not guaranteed</h2>
  * <ul>
  * <li>A heartbeat cannot extend a transaction's timeout: brokers have no TxnHeartbeat API yet (KIP-1309 is a
- * draft). {@link #heartbeat()} only checks that the transaction is still open and fails fast if it is not.</li>
+ * draft). {@link #heartbeat()} only checks that the transaction is still open and fails fast if it is not; it reports
+ * only what is certain, so a session that does not know its producer's epoch (after an epoch overflow, until the next
+ * transaction begins) reports nothing.</li>
  * <li>Kafka-native two-phase commit (KIP-939) is not available on released brokers, so a prepared transaction is
  * still aborted by the coordinator after {@code transaction.timeout.ms}; {@link #completeTransaction} reports that
  * as {@link TransactionLostException}, never as a commit.</li>
- * <li>With transaction version 1 the epoch does not change between transactions, so a retried completion cannot
- * tell the prepared transaction from a later one of the same producer; version 2 (the default) can.</li>
+ * <li>With transaction version 1, a transaction the coordinator timed out also fences the producer (Kafka's
+ * behaviour before KIP-890): its abort reports {@link SessionFencedException}.</li>
+ * <li>Kafka's {@link PreparedTxnState} ({@code producerId:epoch}), accepted for compatibility, cannot tell a
+ * transaction from a later one with the same epoch (version 1, or after an empty transaction).</li>
+ * <li>A live session tells its own transaction from another producer's by the producer id and epoch it read from the
+ * coordinator when it initialized (and again after a failed transaction); if that read failed, a prepare accepts the
+ * coordinator's open transaction as its own.</li>
  * </ul>
  */
 public final class TransactionSession implements AutoCloseable {
@@ -416,8 +435,16 @@ public final class TransactionSession implements AutoCloseable {
             throw new SessionTimeoutException(this.transactionalId, "prepareTransaction()", ex);
         }
         ProducerIdentity known = this.producerIdentity;
-        if (found.isPresent() && found.get().isOngoing() && (known == null
-                || (known.producerId() == found.get().producerId() && known.epoch() == found.get().producerEpoch()))) {
+        if (known == null) {
+            // without the producer's own id and epoch, the open transaction could be another producer's (a zombie's
+            // successor): handing that identity out could get it committed by a recovery that never meant it
+            move(SessionState.ABORTABLE_ERROR);
+            throw new SessionAbortableException(this.transactionalId, "prepareTransaction(): the session could not "
+                    + "read its producer id and epoch from the coordinator, so it cannot tell its transaction from "
+                    + "another producer's (" + CoordinatorView.describeForMessage(found) + ").", null);
+        }
+        if (found.isPresent() && found.get().isOngoing() && known.producerId() == found.get().producerId()
+                && known.epoch() == found.get().producerEpoch()) {
             TransactionDescription d = found.get();
             return PreparedTransaction.of(d.producerId(), d.producerEpoch(), d.startTimeMs());
         }
@@ -427,7 +454,7 @@ public final class TransactionSession implements AutoCloseable {
             throw new TransactionLostException(this.transactionalId, "prepareTransaction() found it aborted; abort "
                     + "the session's transaction (expected producer " + known + "). " + seen, null);
         }
-        if (found.isPresent() && known != null && (found.get().producerId() != known.producerId()
+        if (found.isPresent() && (found.get().producerId() != known.producerId()
                 || found.get().producerEpoch() > known.epoch())) {
             failFatal(null);
             throw new SessionFencedException(this.transactionalId, "prepareTransaction() (the session's producer is "
@@ -496,7 +523,7 @@ public final class TransactionSession implements AutoCloseable {
      * {@code prepared} names the transaction that is prepared now, aborts it otherwise. Idempotent on a resumed
      * session: completing an already-committed transaction again reports
      * {@link CompletionOutcome#ALREADY_COMMITTED}, so retries after a crash are safe. Outcomes that cannot be known
-     * are thrown, never guessed; the full table is in {@link ResumedCompletion} and the README.
+     * are thrown, never guessed; the full table is in {@code ResumedCompletion} and the README.
      *
      * @param prepared the identity {@link #prepareTransaction()} returned, as stored by the decision maker
      * @return what was done
@@ -509,7 +536,12 @@ public final class TransactionSession implements AutoCloseable {
         Lock write = lockForLifecycle(SessionOperation.COMPLETE);
         try {
             SessionStateMachine.check(this.transactionalId, this.state, SessionOperation.COMPLETE);
-            PreparedTransaction current = Objects.requireNonNull(this.txn);
+            PreparedTransaction current = this.txn;
+            if (current == null) {
+                throw new IllegalStateException("Transaction session '" + this.transactionalId + "': its commit timed "
+                        + "out before the transaction was prepared, so there is no prepared identity to complete. Call "
+                        + "commitTransaction() again to learn the outcome of that commit, or abortTransaction().");
+            }
             boolean matches = current.sameTransaction(prepared);
             if (isResumed()) {
                 if (!matches) {
@@ -590,10 +622,18 @@ public final class TransactionSession implements AutoCloseable {
                 move(SessionState.ABORTABLE_ERROR); // kafka-clients lets the abort be retried
                 throw new SessionTimeoutException(this.transactionalId, "abortTransaction()", ex);
             }
-            if (committedByAnotherCommitter()) {
-                // an external committer completed this prepared transaction: it cannot be aborted any more
+            Boolean elsewhere = committedElsewhere();
+            if (elsewhere == null || elsewhere) {
                 forceState(SessionState.FATAL_ERROR);
                 this.producerIdentity = null;
+                if (elsewhere == null) {
+                    notifyUnknown();
+                    throw new TransactionSessionException(this.transactionalId, "abortTransaction() failed (" + ex
+                            + ") and whether transaction " + this.txn + " was committed by another committer cannot "
+                            + "be read now: its outcome is UNKNOWN. Bound consumers go back to their group's "
+                            + "committed offsets. Close this session.", ex);
+                }
+                // an external committer completed this prepared transaction: it cannot be aborted any more
                 notifyEnd(true);
                 throw new TransactionSessionException(this.transactionalId, "abortTransaction(): transaction "
                         + this.txn + " was committed by another committer (a resumed session completed it), so it "
@@ -639,22 +679,29 @@ public final class TransactionSession implements AutoCloseable {
 
     /**
      * After this session's abort failed: whether its prepared transaction was committed by someone else (a resumed
-     * session completing the stored identity), so the participants must not rewind. False when that cannot be told.
+     * session completing the stored identity), so the participants must not rewind. False when no identity was handed
+     * out (nobody else can have committed it) or the coordinator shows it did not commit; null when that cannot be
+     * read now.
      */
-    private boolean committedByAnotherCommitter() {
+    private @Nullable Boolean committedElsewhere() {
         PreparedTransaction prepared = this.txn;
-        if (prepared == null || prepared.isEmpty() || !prepared.hasStartTime()) {
+        if (prepared == null || prepared.isEmpty()) {
             return false;
         }
         try {
             CoordinatorView view = coordinator();
             TransactionStanding standing = view.standing(prepared, view.describe());
-            return standing == TransactionStanding.COMMITTED || standing == TransactionStanding.COMMITTING;
+            if (standing == TransactionStanding.COMMITTED || standing == TransactionStanding.COMMITTING) {
+                return true;
+            }
+            // still OPEN: whoever holds the handed-out identity may yet commit it
+            return standing == TransactionStanding.ABORTED || standing == TransactionStanding.NOT_REGISTERED ? false
+                    : null;
         }
         catch (RuntimeException ex) {
-            log.debug("Transaction session '{}': could not check how {} ended: {}", this.transactionalId, prepared,
+            log.warn("Transaction session '{}': could not read how {} ended: {}", this.transactionalId, prepared,
                     ex.toString());
-            return false;
+            return null;
         }
     }
 
@@ -662,19 +709,18 @@ public final class TransactionSession implements AutoCloseable {
     private void endedCleanly(boolean committed) {
         ProducerIdentity known = this.producerIdentity;
         if (known != null && this.wrote) {
-            this.producerIdentity = this.sendFailure.get() != null ? null
-                    : known.afterEnd(coordinatorVersion2OrAssume());
+            this.producerIdentity = this.sendFailure.get() != null ? null : afterEnd(known);
         }
         ended(committed);
     }
 
-    private boolean coordinatorVersion2OrAssume() {
+    /** The producer's identity after a clean end; null (read again before the next prepare) if it cannot be told. */
+    private @Nullable ProducerIdentity afterEnd(ProducerIdentity known) {
         try {
-            return coordinator().transactionVersion2();
+            return known.afterEnd(coordinator().transactionVersion2());
         }
         catch (RuntimeException ex) {
-            this.producerIdentity = null;
-            return true;
+            return null;
         }
     }
 
@@ -765,10 +811,22 @@ public final class TransactionSession implements AutoCloseable {
     /** Reads the producer's id and epoch while none of its transactions is open; null if that cannot be known. */
     private void learnProducerIdentity() {
         try {
+            long deadline = System.nanoTime() + this.config.coordinatorTimeout().toNanos();
+            long backoffMs = 2;
             Optional<TransactionDescription> d = coordinator().describe();
+            // the previous transaction's end may still be written: its epoch is final only once it completed
+            while (d.isPresent() && (d.get().isCommitting() || d.get().isAborting()) && System.nanoTime() < deadline) {
+                TimeUnit.MILLISECONDS.sleep(backoffMs);
+                backoffMs = Math.min(100, backoffMs * 2);
+                d = coordinator().describe();
+            }
             this.producerIdentity = d.isPresent() && !d.get().isOngoing() && !d.get().isCommitting()
                     && !d.get().isAborting() ? new ProducerIdentity(d.get().producerId(), d.get().producerEpoch())
                     : null;
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            this.producerIdentity = null;
         }
         catch (RuntimeException ex) {
             this.producerIdentity = null;
@@ -822,7 +880,7 @@ public final class TransactionSession implements AutoCloseable {
         SessionState observed = this.state;
         SessionStateMachine.check(this.transactionalId, observed, SessionOperation.HEARTBEAT);
         long gen = this.generation;
-        TransactionSessionException failure = isResumed() ? resumedHeartbeat() : liveHeartbeat(gen);
+        TransactionSessionException failure = isResumed() ? resumedHeartbeat() : liveHeartbeat();
         if (failure == null) {
             return;
         }
@@ -830,8 +888,9 @@ public final class TransactionSession implements AutoCloseable {
         write.lock();
         try {
             SessionState now = this.state;
-            if (gen != this.generation || (now != SessionState.IN_TRANSACTION && now != SessionState.PREPARED)) {
-                return; // the transaction ended meanwhile (a commit or abort of this session): nothing to report
+            if (gen != this.generation || this.commitPending
+                    || (now != SessionState.IN_TRANSACTION && now != SessionState.PREPARED)) {
+                return; // the transaction ended or is ending meanwhile (this session's commit or abort)
             }
             if (failure instanceof TransactionLostException && !isResumed()) {
                 move(SessionState.ABORTABLE_ERROR);
@@ -867,7 +926,7 @@ public final class TransactionSession implements AutoCloseable {
         };
     }
 
-    private @Nullable TransactionSessionException liveHeartbeat(long gen) {
+    private @Nullable TransactionSessionException liveHeartbeat() {
         ProducerIdentity known = this.producerIdentity;
         PreparedTransaction open = this.txn;
         if (this.commitPending || (!this.wrote && (open == null || open.isEmpty()))) {
@@ -894,10 +953,11 @@ public final class TransactionSession implements AutoCloseable {
             return null; // no certain reference to compare with
         }
         if (d.producerId() == known.producerId() && d.producerEpoch() == known.epoch()) {
-            if (d.isOngoing() && open == null && gen == this.generation) {
-                this.txn = PreparedTransaction.of(d.producerId(), d.producerEpoch(), d.startTimeMs());
-            }
             return null; // open, or not registered yet (the previous transaction's end is still shown)
+        }
+        if (d.producerId() == known.producerId() && d.producerEpoch() == known.epoch() + 1
+                && (d.isCommitting() || d.isCompleteCommit())) {
+            return null; // with version 2: this session's own commit, started while the coordinator was asked
         }
         if (d.producerId() == known.producerId() && d.producerEpoch() > known.epoch()) {
             // the coordinator moved past the epoch this transaction writes with: it can never commit
@@ -1001,6 +1061,7 @@ public final class TransactionSession implements AutoCloseable {
                 else if (isOpen(this.state)) {
                     log.info("Transaction session '{}' abandoned with its transaction {} {}: left for another process "
                             + "to complete", this.transactionalId, this.txn, this.state);
+                    notifyUnknown();
                 }
             }
             finally {
@@ -1047,9 +1108,10 @@ public final class TransactionSession implements AutoCloseable {
             }
             catch (RuntimeException ex) {
                 if (isTimeout(ex)) {
-                    log.error("Transaction session '{}' closed while a commit it sent was still pending ({}): the "
-                            + "transaction may still commit; bound consumers keep their positions",
+                    log.error("Transaction session '{}' closed while a commit it sent was still pending ({}): its "
+                            + "outcome is UNKNOWN; bound consumers go back to their group's committed offsets",
                             this.transactionalId, ex.toString());
+                    notifyUnknown();
                 }
                 else {
                     notifyEnd(false);
@@ -1062,7 +1124,14 @@ public final class TransactionSession implements AutoCloseable {
             log.info("Transaction session '{}' closed with a transaction open: aborted it", this.transactionalId);
         }
         catch (RuntimeException ex) {
-            if (committedByAnotherCommitter()) {
+            Boolean elsewhere = committedElsewhere();
+            if (elsewhere == null) {
+                log.warn("Transaction session '{}' closed: its abort failed ({}) and how {} ended cannot be read now",
+                        this.transactionalId, ex.toString(), this.txn);
+                notifyUnknown();
+                return;
+            }
+            if (elsewhere) {
                 log.info("Transaction session '{}' closed: its prepared transaction {} was committed by another "
                         + "committer", this.transactionalId, this.txn);
                 notifyEnd(true);
@@ -1442,6 +1511,18 @@ public final class TransactionSession implements AutoCloseable {
     private void beforeCommit() {
         for (SessionParticipant p : this.participants) {
             p.beforeCommit(this);
+        }
+    }
+
+    private void notifyUnknown() {
+        for (SessionParticipant p : this.participants) {
+            try {
+                p.afterOutcomeUnknown(this);
+            }
+            catch (RuntimeException ex) {
+                log.warn("Transaction session '{}': participant {} failed after an unknown outcome",
+                        this.transactionalId, p, ex);
+            }
         }
     }
 

@@ -91,6 +91,11 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
     private @Nullable Map<TopicPartition, OffsetAndMetadata> committing;
     /** rewinds an abort could not apply because a poll was running; applied by that poll */
     private final Map<TopicPartition, OffsetAndMetadata> pendingRewind = new HashMap<>();
+    /**
+     * partitions of a transaction whose outcome is unknown: before the next poll they go to the group's committed
+     * offset (read stable, so it waits for that transaction to end), or back to where the transaction began
+     */
+    private final Map<TopicPartition, OffsetAndMetadata> pendingReseek = new HashMap<>();
 
     /**
      * @param delegate the consumer to wrap (already configured; a {@code group.id} is needed to bind it). Use
@@ -234,12 +239,28 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
 
     /** Applies rewinds left by an abort that ran during a poll; caller holds {@link #access}. */
     private Set<TopicPartition> applyPendingRewind() {
+        Map<TopicPartition, OffsetAndMetadata> reseek;
         synchronized (this.track) {
-            if (this.pendingRewind.isEmpty()) {
+            reseek = new HashMap<>(this.pendingReseek);
+        }
+        if (!reseek.isEmpty()) {
+            // committed() reads stable offsets: it waits while the transaction of unknown outcome is still in flight,
+            // and throws if that takes longer than default.api.timeout.ms (the reseek is then retried by the next poll)
+            Map<TopicPartition, OffsetAndMetadata> committed = this.delegate.committed(reseek.keySet());
+            committed.forEach((tp, offset) -> {
+                if (offset != null) {
+                    reseek.put(tp, offset);
+                }
+            });
+        }
+        synchronized (this.track) {
+            this.pendingReseek.keySet().removeAll(reseek.keySet());
+            if (this.pendingRewind.isEmpty() && reseek.isEmpty()) {
                 return Set.of();
             }
             Map<TopicPartition, OffsetAndMetadata> rewind = new HashMap<>(this.pendingRewind);
             this.pendingRewind.clear();
+            rewind.putAll(reseek);
             seekAll(rewind);
             return rewind.keySet();
         }
@@ -338,6 +359,19 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
             }
         }
 
+        /**
+         * The outcome cannot be known now: the next poll positions every partition the transaction read at the
+         * group's committed offset, which says whether it committed (read as stable offsets, so a transaction still
+         * in flight is waited for); nothing is skipped and nothing is read twice.
+         */
+        @Override
+        public void afterOutcomeUnknown(TransactionSession s) {
+            synchronized (TransactionalConsumer.this.track) {
+                TransactionalConsumer.this.pendingReseek.putAll(TransactionalConsumer.this.windowStart);
+                clearWindow();
+            }
+        }
+
         @Override
         public String toString() {
             return "TransactionalConsumer[" + TransactionalConsumer.this.delegate + "]";
@@ -385,6 +419,7 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
                     }
                 }
                 TransactionalConsumer.this.pendingRewind.keySet().removeAll(partitions);
+                TransactionalConsumer.this.pendingReseek.keySet().removeAll(partitions);
                 if (consumed.isEmpty() || TransactionalConsumer.this.session == null) {
                     return;
                 }

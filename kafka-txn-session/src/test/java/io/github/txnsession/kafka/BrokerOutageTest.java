@@ -175,7 +175,8 @@ class BrokerOutageTest {
             assertThat(consumer.poll(Duration.ofMillis(500))).isEmpty(); // not rewound: it committed
         }
         assertThat(values(readCommitted(cluster(), p.out()))).containsExactly("a", "b");
-        assertThat(committedOffsets(cluster(), p.group())).containsEntry(new TopicPartition(p.in(), 0), 2L);
+        await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> assertThat(committedOffsets(cluster(), p.group()))
+            .containsEntry(new TopicPartition(p.in(), 0), 2L)); // the offsets' marker is written asynchronously
     }
 
     @Test
@@ -206,6 +207,7 @@ class BrokerOutageTest {
             assertThat(consumer.poll(Duration.ofMillis(500))).isEmpty(); // kept its progress: nothing twice
         }
         assertThat(values(readCommitted(cluster(), p.out()))).containsExactly("a", "b");
-        assertThat(committedOffsets(cluster(), p.group())).containsEntry(new TopicPartition(p.in(), 0), 2L);
+        await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> assertThat(committedOffsets(cluster(), p.group()))
+            .containsEntry(new TopicPartition(p.in(), 0), 2L)); // the offsets' marker is written asynchronously
     }
 }

@@ -292,7 +292,8 @@ class FailurePathsTest {
             }
         }
         assertThat(values(readCommitted(cluster(), out))).containsExactlyElementsOf(inputs);
-        assertThat(committedOffsets(cluster(), group)).containsEntry(new TopicPartition(in, 0), 3L);
+        await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> assertThat(committedOffsets(cluster(), group))
+            .containsEntry(new TopicPartition(in, 0), 3L));
     }
 
     @Test
@@ -371,6 +372,46 @@ class FailurePathsTest {
             session.beginTransaction();
             again.forEach(r -> producer.send(new ProducerRecord<>(out, r.key(), r.value())));
             session.commitTransaction();
+        }
+        assertThat(values(readCommitted(cluster(), out))).containsExactlyElementsOf(inputs);
+    }
+
+    @Test
+    void anAbandonedTransactionSendsTheBoundConsumerToItsGroupsCommittedOffsetsWhateverTheOutcome() {
+        String in = topic("abandon-in", 1);
+        String out = topic("abandon-out", 1);
+        List<String> inputs = input(in, "p", "q");
+        for (boolean commitElsewhere : new boolean[] { false, true }) {
+            String group = EmbeddedKafkaCluster.uniqueName("abandon-group");
+            String txnId = EmbeddedKafkaCluster.uniqueName("tx-abandon");
+            try (TransactionalConsumer<String, String> consumer = consumer(group)) {
+                consumer.subscribe(List.of(in));
+                TransactionSession session = session(txnId);
+                consumer.bindTransactionSession(session);
+                ConsumerRecords<String, String> records = pollNonEmpty(consumer);
+                session.beginTransaction();
+                records.forEach(r -> producer(session).send(new ProducerRecord<>(out, r.key(), r.value())));
+                PreparedTransaction prepared = session.prepareTransaction();
+                session.abandon(); // its outcome is decided elsewhere: the consumer cannot know it yet
+                try (TransactionSession other = TransactionSession.resume(txnId, prepared, clientConfigs())) {
+                    if (commitElsewhere) {
+                        assertThat(other.completeTransaction(prepared)).isEqualTo(CompletionOutcome.COMMITTED);
+                    }
+                    else {
+                        other.abortTransaction();
+                    }
+                }
+                consumer.unbindTransactionSession();
+                if (commitElsewhere) {
+                    // committed: the group's offset is past the records, nothing comes twice
+                    assertThat(consumer.poll(Duration.ofMillis(500))).isEmpty();
+                    assertThat(consumer.position(new TopicPartition(in, 0))).isEqualTo(2);
+                }
+                else {
+                    // aborted: the records come again
+                    assertThat(values(toList(pollNonEmpty(consumer)))).containsExactlyElementsOf(inputs);
+                }
+            }
         }
         assertThat(values(readCommitted(cluster(), out))).containsExactlyElementsOf(inputs);
     }
@@ -471,8 +512,8 @@ class FailurePathsTest {
         Future<?> commit = executor.submit(session::commitTransaction);
         assertThat(inCommit.await(30, TimeUnit.SECONDS)).isTrue();
         Future<?> close = executor.submit(() -> session.close(Duration.ofMillis(100)));
-        Future<?> secondClose = executor.submit(() -> session.close(Duration.ofSeconds(30)));
         await().during(Duration.ofMillis(500)).atMost(Duration.ofSeconds(2)).until(() -> !close.isDone());
+        Future<?> secondClose = executor.submit(() -> session.close(Duration.ofSeconds(30)));
         release.countDown();
         commit.get(30, TimeUnit.SECONDS); // no "illegal state transition CLOSED -> READY"
         close.get(30, TimeUnit.SECONDS);
@@ -532,13 +573,15 @@ class FailurePathsTest {
             assertThat(values(toList(late))).containsExactly("b0", "b1");
             release.countDown();
             commit.get(30, TimeUnit.SECONDS);
-            assertThat(committedOffsets(cluster(), group)).containsEntry(tp, 3L);
+            await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> // the offset commit's marker is asynchronous
+                    assertThat(committedOffsets(cluster(), group)).containsEntry(tp, 3L));
 
             // the late records belong to the next transaction: their positions commit with it
             session.beginTransaction();
             late.forEach(r -> producer.send(new ProducerRecord<>(out, r.key(), r.value())));
             session.commitTransaction();
-            assertThat(committedOffsets(cluster(), group)).containsEntry(tp, 5L);
+            await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> // the offset commit's marker is asynchronous
+                    assertThat(committedOffsets(cluster(), group)).containsEntry(tp, 5L));
         }
         assertThat(values(readCommitted(cluster(), out))).containsExactly("a0", "a1", "a2", "b0", "b1");
     }

@@ -41,6 +41,8 @@ public final class DecisionLog {
 
     private static final String START_COLUMN = "txn_start_ms";
 
+    private static final String IN_DOUBT = "#in-doubt-";
+
     private static final String MIGRATION_HINT = " (a table created before version 0.2 lacks the txn_start_ms "
             + "column: let the starter migrate it with kafka.txn-session.jdbc.initialize-schema=true, or run ALTER "
             + "TABLE <table> ADD COLUMN txn_start_ms BIGINT)";
@@ -178,11 +180,16 @@ public final class DecisionLog {
      * @return whether the log holds the decision to commit {@code prepared} for {@code transactionalId}
      */
     public boolean contains(DataSource dataSource, String transactionalId, PreparedTransaction prepared) {
+        // the start time too: with transaction version 1 a stale row of an earlier transaction has the same pid:epoch
         try (Connection con = dataSource.getConnection(); PreparedStatement q = con.prepareStatement("SELECT 1 FROM "
-                + this.table + " WHERE transactional_id = ? AND producer_id = ? AND producer_epoch = ?")) {
+                + this.table + " WHERE transactional_id = ? AND producer_id = ? AND producer_epoch = ? AND "
+                + (prepared.hasStartTime() ? START_COLUMN + " = ?" : START_COLUMN + " IS NULL"))) {
             q.setString(1, transactionalId);
             q.setLong(2, prepared.producerId());
             q.setShort(3, prepared.epoch());
+            if (prepared.hasStartTime()) {
+                q.setLong(4, prepared.startTimeMs());
+            }
             try (ResultSet rs = q.executeQuery()) {
                 return rs.next();
             }
@@ -197,25 +204,71 @@ public final class DecisionLog {
      *         of a session pool with that prefix, and no others
      */
     public List<DecisionRecord> findByPrefix(DataSource dataSource, String prefix) {
-        String escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_");
+        List<DecisionRecord> records = new ArrayList<>();
+        for (DecisionRecord r : select(dataSource, escape(prefix) + "%")) {
+            String suffix = r.transactionalId().substring(prefix.length());
+            if (!suffix.isEmpty() && suffix.chars().allMatch(Character::isDigit)) {
+                records.add(r);
+            }
+        }
+        return records;
+    }
+
+    /**
+     * Sets a decision whose Kafka outcome is unknown aside, so that the transactional id can take new decisions while
+     * the row stays for an operator: its id becomes {@code <id>#in-doubt-<epoch>-<start>}, which no pool id matches.
+     */
+    public void setAside(DataSource dataSource, DecisionRecord record) {
+        String parked = record.transactionalId() + IN_DOUBT + record.producerEpoch() + "-" + record.txnStartMs();
+        try (Connection con = dataSource.getConnection(); PreparedStatement update = con.prepareStatement("UPDATE "
+                + this.table + " SET transactional_id = ? WHERE transactional_id = ? AND producer_id = ? AND "
+                + "producer_epoch = ?")) {
+            boolean auto = con.getAutoCommit();
+            con.setAutoCommit(true);
+            try {
+                update.setString(1, parked);
+                update.setString(2, record.transactionalId());
+                update.setLong(3, record.producerId());
+                update.setShort(4, record.producerEpoch());
+                update.executeUpdate();
+            }
+            finally {
+                con.setAutoCommit(auto);
+            }
+        }
+        catch (SQLException ex) {
+            throw new DecisionLogException("Could not set the in-doubt decision of " + record.transactionalId()
+                    + " aside", ex);
+        }
+    }
+
+    /**
+     * @return the decisions of the prefix set aside by {@link #setAside} (their transactional id still carries the
+     *         {@code #in-doubt-} suffix), for an operator to check and delete
+     */
+    public List<DecisionRecord> findSetAside(DataSource dataSource, String prefix) {
+        return select(dataSource, escape(prefix) + "%" + IN_DOUBT + "%");
+    }
+
+    private static String escape(String likeLiteral) {
+        return likeLiteral.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_");
+    }
+
+    /** The rows whose transactional id matches the LIKE pattern (escape character backslash), oldest first. */
+    private List<DecisionRecord> select(DataSource dataSource, String pattern) {
         List<DecisionRecord> records = new ArrayList<>();
         try (Connection con = dataSource.getConnection(); PreparedStatement q = con.prepareStatement(
                 "SELECT transactional_id, producer_id, producer_epoch, " + START_COLUMN + ", decided_at FROM "
-                        + this.table
-                        + " WHERE transactional_id LIKE ? ESCAPE '\\' ORDER BY decided_at")) {
-            q.setString(1, escaped + "%");
+                        + this.table + " WHERE transactional_id LIKE ? ESCAPE '\\' ORDER BY decided_at")) {
+            q.setString(1, pattern);
             try (ResultSet rs = q.executeQuery()) {
                 while (rs.next()) {
-                    String id = rs.getString(1);
-                    String suffix = id.substring(prefix.length());
-                    if (!suffix.isEmpty() && suffix.chars().allMatch(Character::isDigit)) {
-                        long start = rs.getLong(4);
-                        if (rs.wasNull()) {
-                            start = -1; // a row written before the column existed: legacy identity
-                        }
-                        records.add(new DecisionRecord(id, rs.getLong(2), rs.getShort(3), start,
-                                rs.getTimestamp(5).toInstant()));
+                    long start = rs.getLong(4);
+                    if (rs.wasNull()) {
+                        start = -1; // a row written before the column existed: legacy identity
                     }
+                    records.add(new DecisionRecord(rs.getString(1), rs.getLong(2), rs.getShort(3), start,
+                            rs.getTimestamp(5).toInstant()));
                 }
             }
         }

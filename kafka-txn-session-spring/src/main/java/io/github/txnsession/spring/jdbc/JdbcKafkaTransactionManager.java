@@ -201,29 +201,22 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
                     + this.decisionLog.table() + " failed; both transactions were rolled back", ex);
         }
         phase(CommitPhase.AFTER_LOG_INSERT, id);
+        // from here on the decision may be committed: nothing may abort the Kafka transaction any more
+        sessionHolder().markDecisionMayBeCommitted();
         try {
             con.commit();
         }
         catch (SQLException ex) {
             settleFailedJdbcCommit(session, state, ex);
         }
-        phase(CommitPhase.AFTER_JDBC_COMMIT, id);
-        CompletionOutcome outcome;
+        phaseAfterDecision(CommitPhase.AFTER_JDBC_COMMIT, id);
         try {
-            outcome = session.completeTransaction(state);
+            session.completeTransaction(state);
         }
         catch (RuntimeException ex) {
-            throw new HeuristicCompletionException(HeuristicCompletionException.STATE_UNKNOWN,
-                    new TransactionSystemException("The database committed, but completing Kafka transaction " + state
-                            + " of session '" + id + "' failed: " + ex.getMessage() + ". Its decision row stays in "
-                            + this.decisionLog.table() + " and recovery will complete it.", ex));
+            settleFailedCompletion(id, state, ex);
         }
-        if (outcome != CompletionOutcome.COMMITTED) {
-            throw new HeuristicCompletionException(HeuristicCompletionException.STATE_MIXED,
-                    new TransactionSystemException("The database committed but Kafka transaction " + state
-                            + " of session '" + id + "' ended " + outcome));
-        }
-        phase(CommitPhase.AFTER_KAFKA_COMMIT, id);
+        phaseAfterDecision(CommitPhase.AFTER_KAFKA_COMMIT, id);
         try {
             this.decisionLog.clear(con, id, state);
             con.commit();
@@ -234,7 +227,45 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
             logger.warn("Could not clear the decision row of session '" + id + "' (" + ex.getMessage()
                     + "); both transactions are committed");
         }
-        phase(CommitPhase.AFTER_LOG_CLEAR, id);
+        phaseAfterDecision(CommitPhase.AFTER_LOG_CLEAR, id);
+    }
+
+    /**
+     * The database committed the decision, but completing the Kafka transaction from this session failed: settle it
+     * at once from the decision log with a resumed session (which commits it if it is still open, and tells a lost or
+     * unknown outcome apart), so that nothing waits for a later recovery run.
+     */
+    private void settleFailedCompletion(String id, PreparedTransaction state, RuntimeException failure) {
+        if (this.recovery == null) {
+            throw new HeuristicCompletionException(HeuristicCompletionException.STATE_UNKNOWN,
+                    new TransactionSystemException("The database committed, but completing Kafka transaction " + state
+                            + " of session '" + id + "' failed: " + failure.getMessage() + ". Its decision row stays "
+                            + "in " + this.decisionLog.table() + " for recovery.", failure));
+        }
+        RecoveryReport report;
+        try {
+            report = this.recovery.recoverTransactionalId(id);
+        }
+        catch (RuntimeException ex) {
+            failure.addSuppressed(ex);
+            throw new HeuristicCompletionException(HeuristicCompletionException.STATE_UNKNOWN,
+                    new TransactionSystemException("The database committed, but completing Kafka transaction " + state
+                            + " of session '" + id + "' failed: " + failure.getMessage() + ". Its decision row stays "
+                            + "in " + this.decisionLog.table() + " and recovery completes it before the id is reused.",
+                            failure));
+        }
+        if (report.committed().contains(id) || report.alreadyCommitted().contains(id)) {
+            logger.warn("Completing Kafka transaction " + state + " of session '" + id + "' failed ("
+                    + failure.getMessage() + "); recovery committed it from the decision log");
+            return;
+        }
+        int heuristic = report.lost().isEmpty() ? HeuristicCompletionException.STATE_UNKNOWN
+                : HeuristicCompletionException.STATE_MIXED;
+        throw new HeuristicCompletionException(heuristic, new TransactionSystemException("The database committed, "
+                + "but Kafka transaction " + state + " of session '" + id + "' could not be committed: " + (report
+                    .lost().isEmpty() ? "its outcome is UNKNOWN (kept in doubt, see the recovery endpoint)"
+                            : "it is LOST (reported to the LostTransactionHandler)") + ". Cause: "
+                + failure.getMessage(), failure));
     }
 
     /**
@@ -348,12 +379,26 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
         }
     }
 
-    private TransactionSession currentSession() {
+    /** After the decision a failing listener must not turn the commit into a rollback: it is logged only. */
+    private void phaseAfterDecision(CommitPhase phase, String transactionalId) {
+        try {
+            phase(phase, transactionalId);
+        }
+        catch (RuntimeException ex) {
+            logger.warn("Commit phase listener failed at " + phase + " of session '" + transactionalId + "'", ex);
+        }
+    }
+
+    private SessionResourceHolder sessionHolder() {
         Object bound = TransactionSynchronizationManager.getResource(getPool());
         if (!(bound instanceof SessionResourceHolder holder)) {
             throw new IllegalStateException("No transaction session is bound to this thread");
         }
-        return holder.session();
+        return holder;
+    }
+
+    private TransactionSession currentSession() {
+        return sessionHolder().session();
     }
 
     private ConnectionHolder currentConnection() {

@@ -10,7 +10,6 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.Supplier;
 
 import javax.sql.DataSource;
 
@@ -61,7 +60,8 @@ public class TwoPhaseRecovery {
     private final AtomicLong alreadyCommittedCount = new AtomicLong();
     private final AtomicLong abortedCount = new AtomicLong();
     private final AtomicLong lostCount = new AtomicLong();
-    private final Supplier<Set<String>> activeIds;
+    /** the running pool, if recovery was built over one: ids it lends are left alone, failed ids marked in doubt */
+    private final @Nullable TransactionSessionPool pool;
     private volatile @Nullable RecoveryReport lastReport;
     private volatile boolean recovered;
 
@@ -75,7 +75,7 @@ public class TwoPhaseRecovery {
      */
     public TwoPhaseRecovery(DataSource dataSource, DecisionLog decisionLog, String transactionalIdPrefix, int poolSize,
             Map<String, ?> clientConfigs, @Nullable LostTransactionHandler lostHandler) {
-        this(dataSource, decisionLog, transactionalIdPrefix, poolSize, clientConfigs, lostHandler, Set::of);
+        this(dataSource, decisionLog, transactionalIdPrefix, poolSize, clientConfigs, lostHandler, null);
     }
 
     /**
@@ -92,13 +92,13 @@ public class TwoPhaseRecovery {
     public TwoPhaseRecovery(DataSource dataSource, DecisionLog decisionLog, TransactionSessionPool pool,
             @Nullable LostTransactionHandler lostHandler) {
         this(dataSource, decisionLog, pool.transactionalIdPrefix(), pool.size(), pool.sessionConfigs(), lostHandler,
-                pool::activeTransactionalIds);
+                pool);
     }
 
     private TwoPhaseRecovery(DataSource dataSource, DecisionLog decisionLog, String transactionalIdPrefix,
             int poolSize, Map<String, ?> clientConfigs, @Nullable LostTransactionHandler lostHandler,
-            Supplier<Set<String>> activeIds) {
-        this.activeIds = activeIds;
+            @Nullable TransactionSessionPool pool) {
+        this.pool = pool;
         this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
         this.decisionLog = Objects.requireNonNull(decisionLog, "decisionLog");
         this.prefix = Objects.requireNonNull(transactionalIdPrefix, "transactionalIdPrefix");
@@ -143,27 +143,59 @@ public class TwoPhaseRecovery {
      */
     public synchronized RecoveryReport recover() {
         Run run = new Run();
-        Set<String> active = this.activeIds.get();
-        List<DecisionRecord> rows = this.decisionLog.findByPrefix(this.dataSource, this.prefix);
+        List<DecisionRecord> rows = this.decisionLog.findByPrefix(this.dataSource, this.prefix).stream()
+            .filter(r -> isPoolId(r.transactionalId()))
+            .toList();
         Set<String> decided = new HashSet<>();
         for (DecisionRecord row : rows) {
             decided.add(row.transactionalId());
-            if (active.contains(row.transactionalId())) {
-                log.debug("Recovery leaves '{}' alone: a live session of the pool owns it", row.transactionalId());
-                continue;
-            }
-            settle(row, run);
+            whileIdle(row.transactionalId(), () -> settle(row, run));
         }
         for (int i = 0; i < this.poolSize; i++) {
             String id = this.prefix + i;
-            if (!decided.contains(id) && !active.contains(id)) {
-                abortOpen(id, run);
+            if (!decided.contains(id)) {
+                whileIdle(id, () -> abortOpen(id, run));
             }
         }
-        this.inDoubt.clear();
         RecoveryReport report = finish(run);
+        // what stays in doubt is what the log holds set aside, from this run or earlier ones (also before a restart)
+        this.inDoubt.clear();
+        for (DecisionRecord aside : this.decisionLog.findSetAside(this.dataSource, this.prefix)) {
+            this.inDoubt.add(run.inDoubt.stream().filter(l -> aside.transactionalId().startsWith(l.transactionalId()
+                    + "#")).findFirst().orElse(new LostTransaction(aside, "the Kafka outcome of this decision is "
+                            + "unknown; check the data, then delete the row")));
+        }
         this.recovered = run.failed.isEmpty();
+        if (this.pool != null) {
+            // an id that could not be settled must not be initialized (that would abort a decided transaction)
+            run.failed.forEach(this.pool::markInDoubt);
+        }
         return report;
+    }
+
+    /**
+     * Runs {@code action} for a pool id while the pool lends no session for it (a live session owns its id: its own
+     * initialization already settled what the id had left, and recovering it could abort its transaction).
+     */
+    private void whileIdle(String id, Runnable action) {
+        if (this.pool != null && !this.pool.runIfIdle(id, action)) {
+            log.debug("Recovery leaves '{}' alone: a live session of the pool owns it", id);
+        }
+        else if (this.pool == null) {
+            action.run();
+        }
+    }
+
+    /** @return whether {@code id} is {@code prefix + i} with {@code 0 <= i < poolSize}, written as the pool writes it */
+    private boolean isPoolId(String id) {
+        String suffix = id.substring(this.prefix.length());
+        try {
+            int index = Integer.parseInt(suffix);
+            return index >= 0 && index < this.poolSize && String.valueOf(index).equals(suffix);
+        }
+        catch (NumberFormatException ex) {
+            return false;
+        }
     }
 
     /**
@@ -186,8 +218,8 @@ public class TwoPhaseRecovery {
         else {
             rows.forEach(row -> settle(row, run));
         }
-        this.inDoubt.removeIf(l -> l.transactionalId().equals(transactionalId));
         RecoveryReport report = finish(run);
+        this.inDoubt.addAll(run.inDoubt);
         if (!run.failed.isEmpty()) {
             throw new TransactionSessionException(transactionalId, "two-phase recovery could not settle it now; "
                     + "it is not reused until it is settled (see the log)", null);
@@ -226,8 +258,17 @@ public class TwoPhaseRecovery {
             // transaction that may have committed; keep the row and alert
             run.inDoubt.add(new LostTransaction(row, ex.getMessage()));
             log.error("Two-phase recovery: the database committed transaction {} of '{}' at {}, but the outcome of "
-                    + "its Kafka side is UNKNOWN; the decision row stays in {} for an operator to check: {}", prepared,
-                    row.transactionalId(), row.decidedAt(), this.decisionLog.table(), ex.getMessage());
+                    + "its Kafka side is UNKNOWN; the decision row stays in {} (set aside as '{}#in-doubt-...') for an "
+                    + "operator to check: {}", prepared, row.transactionalId(), row.decidedAt(),
+                    this.decisionLog.table(), row.transactionalId(), ex.getMessage());
+            try {
+                // set aside, so that the id takes new decisions while this row stays for the operator
+                this.decisionLog.setAside(this.dataSource, row);
+            }
+            catch (RuntimeException setAsideFailure) {
+                log.warn("Could not set the in-doubt decision of '{}' aside: {}", row.transactionalId(),
+                        setAsideFailure.toString());
+            }
         }
         catch (RuntimeException ex) {
             run.failed.add(row.transactionalId());
@@ -254,7 +295,6 @@ public class TwoPhaseRecovery {
 
     private RecoveryReport finish(Run run) {
         handleLost(run.lost);
-        this.inDoubt.addAll(run.inDoubt);
         RecoveryReport report = new RecoveryReport(List.copyOf(run.committed), List.copyOf(run.alreadyCommitted),
                 List.copyOf(run.aborted), List.copyOf(run.lost), List.copyOf(run.failed), List.copyOf(run.inDoubt));
         this.committedCount.addAndGet(run.committed.size());
@@ -303,9 +343,10 @@ public class TwoPhaseRecovery {
     }
 
     /**
-     * @return the decisions of the last run whose Kafka outcome is UNKNOWN (the transactional id moved on before
-     *         recovery looked): their rows stay, they are never compensated automatically, and health is DOWN
-     *         until an operator settles them (delete the row once the data is checked) and recovery runs again
+     * @return the decisions whose Kafka outcome is UNKNOWN (the transactional id moved on before recovery looked):
+     *         their rows stay in the log, set aside under {@code <id>#in-doubt-<epoch>-<start>} so that the id can take
+     *         new decisions; they are never compensated automatically, and health is DOWN until an operator settles
+     *         them (delete the row once the data is checked) and recovery runs again
      */
     public List<LostTransaction> inDoubtTransactions() {
         return List.copyOf(this.inDoubt);

@@ -231,9 +231,17 @@ class TwoPhaseCommitTest {
             assertThat(report.lost()).isEmpty();
             assertThat(compensated).isEmpty();
             assertThat(flow.recovery.inDoubtTransactions()).hasSize(1);
-            assertThat(flow.decisionLog.findByPrefix(flow.dataSource, prefix)).hasSize(1);
+            // the row stays for an operator, set aside so that the id can take new decisions; it is still in doubt
+            // at the next run (and after a restart) until someone deletes it
+            assertThat(flow.decisionLog.findByPrefix(flow.dataSource, prefix)).isEmpty();
+            assertThat(flow.decisionLog.findSetAside(flow.dataSource, prefix)).extracting(
+                    DecisionRecord::preparedTransaction).containsExactly(decided);
+            flow.placeOrder("order-3");
+            assertThat(flow.recovery.recover().isEmpty()).isTrue();
+            assertThat(flow.recovery.inDoubtTransactions()).hasSize(1);
+            assertThat(compensated).isEmpty();
         }
-        assertThat(events(topic)).containsExactly("order-1");
+        assertThat(events(topic)).containsExactly("order-1", "order-3");
     }
 
     @Test
@@ -259,6 +267,58 @@ class TwoPhaseCommitTest {
             assertThat(flow.decisionLog.findByPrefix(flow.dataSource, prefix)).isEmpty();
         }
         assertThat(events(topic)).containsExactly("order-1", "order-2");
+    }
+
+    @Test
+    void aListenerFailingAfterTheDecisionDoesNotAbortTheCommittedTransaction() {
+        String topic = topic();
+        try (OrderFlow flow = flow(topic, EmbeddedKafkaCluster.uniqueName("listener") + "-", null)) {
+            flow.transactionManager.setCommitPhaseListeners(List.of((phase, id) -> {
+                if (phase == CommitPhase.AFTER_JDBC_COMMIT) {
+                    throw new IllegalStateException("a listener that fails after the database committed");
+                }
+            }));
+            flow.placeOrder("after-decision-1");
+            assertThat(flow.orderIds()).contains("after-decision-1");
+            assertThat(flow.decisionLog.findByPrefix(flow.dataSource, flow.pool.transactionalIdPrefix())).isEmpty();
+        }
+        assertThat(events(topic)).containsExactly("after-decision-1");
+    }
+
+    /**
+     * Another producer takes the id over between the database commit and the Kafka commit. Its initialization aborts
+     * the transaction and then moves the id on, so the coordinator no longer says how the decided transaction ended:
+     * it is settled at once as UNKNOWN (in doubt, row set aside, never compensated), not left for a later run and
+     * never reported as committed.
+     */
+    @Test
+    void aKafkaTransactionTakenOverAfterTheDatabaseCommittedIsSettledAtOnceAndNeverCompensated() {
+        String topic = topic();
+        String prefix = EmbeddedKafkaCluster.uniqueName("taken-over") + "-";
+        List<LostTransaction> compensated = new java.util.concurrent.CopyOnWriteArrayList<>();
+        try (OrderFlow flow = flow(topic, prefix, compensated::addAll)) {
+            flow.transactionManager.setCommitPhaseListeners(List.of((phase, id) -> {
+                if (phase == CommitPhase.AFTER_JDBC_COMMIT) {
+                    Map<String, Object> configs = kafka.cluster().clientConfigs();
+                    configs.put("transactional.id", id);
+                    try (TransactionSession successor = new TransactionSession(configs)) {
+                        successor.initialize();
+                    }
+                }
+            }));
+            assertThatThrownBy(() -> flow.placeOrder("taken-1"))
+                .isInstanceOf(org.springframework.transaction.HeuristicCompletionException.class)
+                .hasStackTraceContaining("its outcome is UNKNOWN");
+            assertThat(flow.orderIds()).contains("taken-1");
+            assertThat(compensated).isEmpty();
+            assertThat(flow.recovery.inDoubtTransactions()).extracting(LostTransaction::transactionalId)
+                .containsExactly(prefix + "0");
+            assertThat(flow.decisionLog.findByPrefix(flow.dataSource, prefix)).isEmpty();
+            assertThat(flow.decisionLog.findSetAside(flow.dataSource, prefix)).hasSize(1);
+            flow.transactionManager.setCommitPhaseListeners(List.of());
+            flow.placeOrder("taken-2"); // the id is usable again
+        }
+        assertThat(events(topic)).containsExactly("taken-2");
     }
 
     @Test
