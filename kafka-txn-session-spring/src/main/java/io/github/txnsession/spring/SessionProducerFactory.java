@@ -25,7 +25,10 @@ import org.springframework.kafka.core.ProducerFactory;
  * manager bound for this factory. Other {@code SessionProducerFactory} instances over the same pool (say, with other
  * serializers) join the same session: {@link #createProducer()} returns a producer bound to the thread's session,
  * so every template writes into the one transaction.</li>
- * <li>Outside a session transaction, {@link #createProducer()} lends a session from the pool for a local transaction
+ * <li>Inside the transaction of another manager (the application's JDBC or JPA manager) and with a
+ * {@link #setEnlistment SessionEnlistment}, the first producer enlists a session in that transaction: Kafka prepares
+ * before the database commits and commits after it (two-phase with a decision log).</li>
+ * <li>Outside any transaction, {@link #createProducer()} lends a session from the pool for a local transaction
  * ({@code KafkaTemplate.executeInTransaction}); closing the producer gives the session back.</li>
  * <li>{@link #createNonTransactionalProducer()} serves templates with {@code allowNonTransactional}: a plain,
  * shared, non-transactional producer with the same connection settings.</li>
@@ -45,6 +48,7 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
     private final Supplier<Serializer<V>> valueSerializer;
     private final Map<String, Object> configs;
     private volatile @Nullable DefaultKafkaProducerFactory<K, V> nonTransactional;
+    private volatile @Nullable SessionEnlistment enlistment;
 
     /**
      * @param pool the sessions to send through
@@ -61,6 +65,25 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
         Map<String, Object> copy = new HashMap<>(Objects.requireNonNull(configs, "configs"));
         copy.remove(ProducerConfig.TRANSACTIONAL_ID_CONFIG);
         this.configs = Map.copyOf(copy);
+    }
+
+    /**
+     * Lets producers made inside the transaction of another transaction manager (the application's JDBC or JPA
+     * manager) enlist a session in it, instead of running a local Kafka transaction of their own.
+     *
+     * @param enlistment over this factory's pool, or null to stop enlisting
+     */
+    public void setEnlistment(@Nullable SessionEnlistment enlistment) {
+        if (enlistment != null && enlistment.getPool() != this.pool) {
+            throw new IllegalArgumentException("The enlistment is for pool " + enlistment.getPool() + ", not for this "
+                    + "factory's pool " + this.pool);
+        }
+        this.enlistment = enlistment;
+    }
+
+    /** @return the enlistment set with {@link #setEnlistment}, if any */
+    public @Nullable SessionEnlistment getEnlistment() {
+        return this.enlistment;
     }
 
     /** @return the pool whose sessions this factory's producers write into */
@@ -89,6 +112,11 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
         SessionResourceHolder holder = SessionResourceHolder.current(this.pool);
         if (holder != null) {
             return boundProducer(holder);
+        }
+        SessionEnlistment enlist = this.enlistment;
+        if (enlist != null && SessionEnlistment.canEnlist()) {
+            // inside the transaction of the application's own manager (JDBC, JPA): join it
+            return boundProducer(enlist.enlist());
         }
         PooledSession lease = this.pool.acquire();
         try {

@@ -1,5 +1,8 @@
 package io.github.txnsession.spring;
 
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+
 import io.github.txnsession.kafka.TransactionSession;
 import org.springframework.transaction.TransactionTimedOutException;
 import org.springframework.transaction.support.ResourceHolderSupport;
@@ -15,6 +18,8 @@ public final class SessionResourceHolder extends ResourceHolderSupport {
     private final PooledSession lease;
     private final long beganNanos;
     private volatile boolean decisionMayBeCommitted;
+    /** other resources bound for this transaction (a producer factory's holder), unbound with it */
+    private final List<Object> alsoBound = new CopyOnWriteArrayList<>();
 
     SessionResourceHolder(PooledSession lease, long beganNanos) {
         this.lease = lease;
@@ -40,6 +45,14 @@ public final class SessionResourceHolder extends ResourceHolderSupport {
      */
     public void markDecisionMayBeCommitted() {
         this.decisionMayBeCommitted = true;
+    }
+
+    void unbindWithTransaction(Object key) {
+        this.alsoBound.add(key);
+    }
+
+    List<Object> alsoBound() {
+        return this.alsoBound;
     }
 
     /** @return whether {@link #markDecisionMayBeCommitted()} was called */

@@ -50,6 +50,11 @@ import org.slf4j.LoggerFactory;
  * <li>While a transaction is open (IN_TRANSACTION, PREPARED, ABORTABLE_ERROR, COMMITTING, ABORTING),
  * {@code commitSync}, {@code commitAsync}, {@code seek*}, {@code subscribe}, {@code assign} and {@code unsubscribe}
  * throw {@link IllegalStateException} saying why; {@code poll} is allowed but waits while a commit or abort runs.</li>
+ * <li>Whenever the session's transaction ends without a commit (abort, fencing, a coordinator timeout, a failed
+ * abort, close), the consumer rewinds as for an abort. When its outcome cannot be known in this process (the session
+ * was abandoned with the transaction prepared, or the commit's outcome could not be read), the next poll first moves
+ * every partition the transaction read to the group's committed offset, read as a stable offset (it waits for that
+ * transaction to end): nothing is skipped and nothing is read twice.</li>
  * <li>A rebalance that takes away a partition this consumer read from since the last transaction ended makes the
  * transaction abort-only: its commit throws {@link SessionAbortableException} and leaves the session in
  * ABORTABLE_ERROR, so the caller aborts it. The partition's next owner starts from the last committed offset, so it
@@ -60,8 +65,11 @@ import org.slf4j.LoggerFactory;
  * <ul>
  * <li>Records polled before {@link #bindTransactionSession} was called are not tracked; bind before the first poll.</li>
  * <li>Like {@code KafkaConsumer}, this is for one application thread. A commit or abort may run on another thread:
- * the commit then takes the positions returned so far, and an abort that finds a {@code poll} in progress rewinds
- * when that poll returns (its records of the rewound partitions are dropped).</li>
+ * the commit then takes the positions returned so far (records a poll returns while the commit runs belong to the
+ * next transaction), and an abort that finds a {@code poll} in progress rewinds when that poll returns (its records of
+ * the rewound partitions are dropped).</li>
+ * <li>After an unknown outcome, the poll that reads the committed offsets throws if the transaction stays undecided
+ * longer than {@code default.api.timeout.ms}; the next poll tries again.</li>
  * <li>Offsets are committed through the session's producer, so they become visible when the transaction commits;
  * read them with {@code isolation.level=read_committed} consumers to get exactly-once.</li>
  * </ul>

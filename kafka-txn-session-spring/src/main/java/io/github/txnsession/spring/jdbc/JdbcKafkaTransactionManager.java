@@ -232,8 +232,7 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
 
     /**
      * The database committed the decision, but completing the Kafka transaction from this session failed: settle it
-     * at once from the decision log with a resumed session (which commits it if it is still open, and tells a lost or
-     * unknown outcome apart), so that nothing waits for a later recovery run.
+     * at once from the decision log (see {@link TwoPhaseRecovery#settleAfterFailedCompletion}).
      */
     private void settleFailedCompletion(String id, PreparedTransaction state, RuntimeException failure) {
         if (this.recovery == null) {
@@ -242,30 +241,7 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
                             + " of session '" + id + "' failed: " + failure.getMessage() + ". Its decision row stays "
                             + "in " + this.decisionLog.table() + " for recovery.", failure));
         }
-        RecoveryReport report;
-        try {
-            report = this.recovery.recoverTransactionalId(id);
-        }
-        catch (RuntimeException ex) {
-            failure.addSuppressed(ex);
-            throw new HeuristicCompletionException(HeuristicCompletionException.STATE_UNKNOWN,
-                    new TransactionSystemException("The database committed, but completing Kafka transaction " + state
-                            + " of session '" + id + "' failed: " + failure.getMessage() + ". Its decision row stays "
-                            + "in " + this.decisionLog.table() + " and recovery completes it before the id is reused.",
-                            failure));
-        }
-        if (report.committed().contains(id) || report.alreadyCommitted().contains(id)) {
-            logger.warn("Completing Kafka transaction " + state + " of session '" + id + "' failed ("
-                    + failure.getMessage() + "); recovery committed it from the decision log");
-            return;
-        }
-        int heuristic = report.lost().isEmpty() ? HeuristicCompletionException.STATE_UNKNOWN
-                : HeuristicCompletionException.STATE_MIXED;
-        throw new HeuristicCompletionException(heuristic, new TransactionSystemException("The database committed, "
-                + "but Kafka transaction " + state + " of session '" + id + "' could not be committed: " + (report
-                    .lost().isEmpty() ? "its outcome is UNKNOWN (kept in doubt, see the recovery endpoint)"
-                            : "it is LOST (reported to the LostTransactionHandler)") + ". Cause: "
-                + failure.getMessage(), failure));
+        this.recovery.settleAfterFailedCompletion(id, state, failure);
     }
 
     /**

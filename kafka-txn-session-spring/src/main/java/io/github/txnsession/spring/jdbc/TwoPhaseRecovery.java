@@ -24,6 +24,9 @@ import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import org.springframework.transaction.HeuristicCompletionException;
+import org.springframework.transaction.TransactionSystemException;
+
 /**
  * Settles what a crash left between the database and Kafka, for one session pool (one transactional id prefix):
  * <ul>
@@ -225,6 +228,43 @@ public class TwoPhaseRecovery {
                     + "it is not reused until it is settled (see the log)", null);
         }
         return report;
+    }
+
+    /**
+     * The database committed the decision, but completing the Kafka transaction from the live session failed with
+     * {@code failure}: settles the id at once from the decision log with a resumed session (which commits it if it is
+     * still open, and tells a lost or unknown outcome apart), so that nothing waits for a later recovery run.
+     *
+     * @throws HeuristicCompletionException when the Kafka side is lost (STATE_MIXED, reported to the handler) or
+     *         unknown (STATE_UNKNOWN, in doubt), or when it could not be settled now (the slot is then settled before
+     *         its id is used again)
+     */
+    public void settleAfterFailedCompletion(String transactionalId, PreparedTransaction prepared,
+            RuntimeException failure) {
+        RecoveryReport report;
+        try {
+            report = recoverTransactionalId(transactionalId);
+        }
+        catch (RuntimeException ex) {
+            failure.addSuppressed(ex);
+            throw new HeuristicCompletionException(HeuristicCompletionException.STATE_UNKNOWN,
+                    new TransactionSystemException("The database committed, but completing Kafka transaction "
+                            + prepared + " of session '" + transactionalId + "' failed: " + failure.getMessage()
+                            + ". Its decision row stays in " + this.decisionLog.table() + " and recovery completes it "
+                            + "before the id is used again.", failure));
+        }
+        if (report.committed().contains(transactionalId) || report.alreadyCommitted().contains(transactionalId)) {
+            log.warn("Completing Kafka transaction {} of session '{}' failed ({}); recovery committed it from the "
+                    + "decision log", prepared, transactionalId, failure.getMessage());
+            return;
+        }
+        boolean lost = !report.lost().isEmpty();
+        throw new HeuristicCompletionException(lost ? HeuristicCompletionException.STATE_MIXED
+                : HeuristicCompletionException.STATE_UNKNOWN, new TransactionSystemException("The database committed, "
+                        + "but Kafka transaction " + prepared + " of session '" + transactionalId + "' could not be "
+                        + "committed: " + (lost ? "it is LOST (reported to the LostTransactionHandler)"
+                                : "its outcome is UNKNOWN (kept in doubt, see the recovery endpoint)") + ". Cause: "
+                        + failure.getMessage(), failure));
     }
 
     /** What one recovery run found. */

@@ -1,0 +1,196 @@
+package io.github.txnsession.spring;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+import io.github.txnsession.kafka.PreparedTransaction;
+import io.github.txnsession.kafka.SessionState;
+import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.kafka.TransactionSessionException;
+import org.apache.commons.logging.Log;
+import org.apache.commons.logging.LogFactory;
+import org.jspecify.annotations.Nullable;
+
+import org.springframework.transaction.HeuristicCompletionException;
+import org.springframework.transaction.TransactionSystemException;
+import org.springframework.transaction.support.TransactionSynchronization;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
+/**
+ * Ends an enlisted session's transaction with the Spring transaction of another manager (see
+ * {@link SessionEnlistment}).
+ *
+ * <pre>
+ * Spring callback        what happens to the Kafka transaction
+ * ---------------------  ------------------------------------------------------------------------------------
+ * beforeCommit           prepare (flush, offsets, check every send); two-phase: write the decision through the
+ *                        transaction's own connection. A failure here rolls the database back too.
+ * (database commits)
+ * afterCommit            complete (commit); two-phase: a failure is settled from the decision at once, then the
+ *                        decision is cleared
+ * afterCompletion        rolled back: abort (bound consumers rewind). Unknown after a two-phase decision: left
+ *                        prepared, the pool settles it from the decision before the id is used again. Then the
+ *                        session goes back to the pool.
+ * suspend / resume       the session is unbound / bound again with the suspended transaction (REQUIRES_NEW)
+ * </pre>
+ */
+final class EnlistedSessionSynchronization implements TransactionSynchronization {
+
+    private static final Log logger = LogFactory.getLog(EnlistedSessionSynchronization.class);
+
+    private final TransactionSessionPool pool;
+    private final SessionResourceHolder holder;
+    private final @Nullable TwoPhaseDecision twoPhase;
+    private final List<SessionTransactionObserver> observers;
+    private @Nullable PreparedTransaction prepared;
+    private @Nullable List<Object> suspended;
+
+    EnlistedSessionSynchronization(TransactionSessionPool pool, SessionResourceHolder holder,
+            @Nullable TwoPhaseDecision twoPhase, List<SessionTransactionObserver> observers) {
+        this.pool = pool;
+        this.holder = holder;
+        this.twoPhase = twoPhase;
+        this.observers = observers;
+    }
+
+    @Override
+    public void suspend() {
+        List<Object> values = new ArrayList<>();
+        values.add(TransactionSynchronizationManager.unbindResource(this.pool));
+        for (Object key : this.holder.alsoBound()) {
+            values.add(TransactionSynchronizationManager.unbindResourceIfPossible(key));
+        }
+        this.suspended = values;
+    }
+
+    @Override
+    public void resume() {
+        List<Object> values = this.suspended;
+        if (values == null) {
+            return;
+        }
+        TransactionSynchronizationManager.bindResource(this.pool, values.get(0));
+        List<Object> keys = this.holder.alsoBound();
+        for (int i = 0; i < keys.size(); i++) {
+            Object value = values.get(i + 1);
+            if (value != null) {
+                TransactionSynchronizationManager.bindResource(keys.get(i), value);
+            }
+        }
+        this.suspended = null;
+    }
+
+    @Override
+    public void beforeCommit(boolean readOnly) {
+        TransactionSession session = this.holder.session();
+        PreparedTransaction p = session.prepareTransaction();
+        this.prepared = p;
+        if (this.twoPhase != null && !p.isEmpty()) {
+            this.twoPhase.record(session.transactionalId(), p);
+            this.holder.markDecisionMayBeCommitted();
+        }
+    }
+
+    @Override
+    public void afterCommit() {
+        TransactionSession session = this.holder.session();
+        PreparedTransaction p = this.prepared;
+        long start = System.nanoTime();
+        try {
+            if (p != null) {
+                session.completeTransaction(p);
+            }
+            else {
+                session.commitTransaction();
+            }
+        }
+        catch (RuntimeException ex) {
+            notifyFailed(session, ex);
+            if (this.twoPhase != null && p != null && this.holder.isDecisionMayBeCommitted()) {
+                this.twoPhase.settle(session.transactionalId(), p, ex);
+                return;
+            }
+            logger.error("The database committed, but the Kafka transaction of session '" + session.transactionalId()
+                    + "' failed to commit (best-effort mode: its records are not visible): " + ex.getMessage(), ex);
+            throw new HeuristicCompletionException(HeuristicCompletionException.STATE_MIXED,
+                    new TransactionSystemException("The database committed, but the Kafka transaction of session '"
+                            + session.transactionalId() + "' did not: " + ex.getMessage(), ex));
+        }
+        if (this.twoPhase != null && p != null && !p.isEmpty()) {
+            this.twoPhase.clear(session.transactionalId(), p);
+        }
+        long end = System.nanoTime();
+        for (SessionTransactionObserver o : this.observers) {
+            try {
+                o.committed(session.transactionalId(), Duration.ofNanos(end - this.holder.beganNanos()),
+                        Duration.ofNanos(end - start));
+            }
+            catch (RuntimeException ex) {
+                logger.warn("Session transaction observer " + o + " failed", ex);
+            }
+        }
+    }
+
+    @Override
+    public void afterCompletion(int status) {
+        TransactionSession session = this.holder.session();
+        try {
+            if (status != STATUS_COMMITTED) {
+                rollBack(session, status);
+            }
+        }
+        finally {
+            TransactionSynchronizationManager.unbindResourceIfPossible(this.pool);
+            for (Object key : this.holder.alsoBound()) {
+                TransactionSynchronizationManager.unbindResourceIfPossible(key);
+            }
+            this.holder.clear();
+            this.holder.lease().release();
+        }
+    }
+
+    private void rollBack(TransactionSession session, int status) {
+        if (status == STATUS_UNKNOWN && this.holder.isDecisionMayBeCommitted()) {
+            logger.warn("The outcome of the database commit of session '" + session.transactionalId() + "' is "
+                    + "unknown; its Kafka transaction stays prepared and is settled from the decision log");
+            return;
+        }
+        SessionState state = session.state();
+        if (state == SessionState.IN_TRANSACTION || state == SessionState.PREPARED
+                || state == SessionState.ABORTABLE_ERROR) {
+            try {
+                session.abortTransaction();
+            }
+            catch (RuntimeException ex) {
+                notifyFailed(session, ex);
+                logger.warn("Aborting the Kafka transaction of session '" + session.transactionalId() + "' failed: "
+                        + ex.getMessage());
+                return;
+            }
+        }
+        Duration took = Duration.ofNanos(System.nanoTime() - this.holder.beganNanos());
+        for (SessionTransactionObserver o : this.observers) {
+            try {
+                o.rolledBack(session.transactionalId(), took);
+            }
+            catch (RuntimeException ex) {
+                logger.warn("Session transaction observer " + o + " failed", ex);
+            }
+        }
+    }
+
+    private void notifyFailed(TransactionSession session, RuntimeException failure) {
+        if (!(failure instanceof TransactionSessionException tse)) {
+            return;
+        }
+        for (SessionTransactionObserver o : this.observers) {
+            try {
+                o.failed(session.transactionalId(), tse);
+            }
+            catch (RuntimeException ex) {
+                logger.warn("Session transaction observer " + o + " failed", ex);
+            }
+        }
+    }
+}

@@ -1,0 +1,121 @@
+package io.github.txnsession.spring;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Objects;
+
+import io.github.txnsession.kafka.TransactionSession;
+import org.jspecify.annotations.Nullable;
+
+import org.springframework.kafka.core.KafkaResourceHolder;
+import org.springframework.transaction.CannotCreateTransactionException;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
+/**
+ * Enlists a Kafka transaction session in the Spring transaction of <em>another</em> transaction manager: the
+ * application's own {@code JdbcTransactionManager}, {@code JpaTransactionManager} or any manager over a
+ * {@code DataSource}. The application keeps its manager as {@code transactionManager}; the first Kafka use inside one
+ * of its transactions (a {@code KafkaTemplate} send, through {@link SessionProducerFactory}) takes a session from the
+ * pool, begins its transaction and registers an {@link EnlistedSessionSynchronization} that ends it with the database
+ * transaction. A transaction that never touches Kafka costs nothing.
+ *
+ * <h2>Why a synchronization, not a second manager</h2>
+ * Spring runs one transaction manager per transaction. Replacing the application's manager (or chaining two) made
+ * Boot's own JDBC and JPA managers back off and left the database outside the transaction. A synchronization joins
+ * whatever manager runs: it is told before the database commits (Kafka is prepared, and in two-phase mode the
+ * decision is written through the transaction's own connection), after it committed (Kafka commits) and after it
+ * rolled back (Kafka aborts).
+ *
+ * <h2>Modes</h2>
+ * <ul>
+ * <li>Best effort ({@code twoPhase == null}): Kafka commits right after the database. A crash or a Kafka failure
+ * between the two leaves the database committed and the Kafka side aborted (logged at ERROR); never the reverse.</li>
+ * <li>Two-phase ({@link TwoPhaseDecision}): the decision row commits with the database, and recovery completes the
+ * Kafka side after a crash, as {@code JdbcKafkaTransactionManager} does.</li>
+ * </ul>
+ */
+public class SessionEnlistment {
+
+    private final TransactionSessionPool pool;
+    private final @Nullable TwoPhaseDecision twoPhase;
+    private volatile List<SessionTransactionObserver> observers = List.of();
+
+    /**
+     * @param pool the sessions to enlist
+     * @param twoPhase the decision log of two-phase mode, or null for best effort
+     */
+    public SessionEnlistment(TransactionSessionPool pool, @Nullable TwoPhaseDecision twoPhase) {
+        this.pool = Objects.requireNonNull(pool, "pool");
+        this.twoPhase = twoPhase;
+    }
+
+    /** @param observers told how each enlisted transaction ended (metrics, health) */
+    public void setObservers(List<? extends SessionTransactionObserver> observers) {
+        this.observers = List.copyOf(observers);
+    }
+
+    /** @return the pool whose sessions are enlisted */
+    public TransactionSessionPool getPool() {
+        return this.pool;
+    }
+
+    /** @return whether a Spring transaction that a session may join is active on this thread */
+    public static boolean canEnlist() {
+        return TransactionSynchronizationManager.isSynchronizationActive()
+                && TransactionSynchronizationManager.isActualTransactionActive();
+    }
+
+    /**
+     * @return the session of the current Spring transaction: the one already enlisted (or bound by a
+     *         {@link SessionTransactionManager}), else a new one, begun and synchronized with the transaction
+     * @throws IllegalStateException if no transaction with synchronization is active on this thread
+     */
+    public SessionResourceHolder enlist() {
+        SessionResourceHolder current = SessionResourceHolder.current(this.pool);
+        if (current != null) {
+            return current;
+        }
+        if (!canEnlist()) {
+            throw new IllegalStateException("No Spring transaction is active on this thread: a Kafka session can only "
+                    + "be enlisted in a running transaction (@Transactional, TransactionTemplate)");
+        }
+        long began = System.nanoTime();
+        PooledSession lease = this.pool.acquire();
+        TransactionSession session = lease.session();
+        try {
+            session.beginTransaction();
+        }
+        catch (RuntimeException ex) {
+            lease.release();
+            throw new CannotCreateTransactionException("Could not begin a transaction on session '"
+                    + session.transactionalId() + "': " + ex.getMessage(), ex);
+        }
+        SessionResourceHolder holder = new SessionResourceHolder(lease, began);
+        holder.setSynchronizedWithTransaction(true);
+        TransactionSynchronizationManager.bindResource(this.pool, holder);
+        TransactionSynchronizationManager.registerSynchronization(
+                new EnlistedSessionSynchronization(this.pool, holder, this.twoPhase, this.observers));
+        return holder;
+    }
+
+    /**
+     * Enlists (see {@link #enlist()}) and binds a {@link KafkaResourceHolder} for {@code producerFactory}, as a
+     * spring-kafka listener container expects to find it for sending the consumed offsets into the transaction.
+     */
+    public SessionResourceHolder enlistWithProducer(SessionProducerFactory<Object, Object> producerFactory) {
+        SessionResourceHolder holder = enlist();
+        if (TransactionSynchronizationManager.getResource(producerFactory) == null) {
+            KafkaResourceHolder<Object, Object> kafkaHolder = new KafkaResourceHolder<>(
+                    producerFactory.boundProducer(holder), Duration.ZERO);
+            kafkaHolder.setSynchronizedWithTransaction(true);
+            TransactionSynchronizationManager.bindResource(producerFactory, kafkaHolder);
+            holder.unbindWithTransaction(producerFactory);
+        }
+        return holder;
+    }
+
+    @Override
+    public String toString() {
+        return "SessionEnlistment[" + this.pool + (this.twoPhase == null ? ", best effort" : ", two-phase") + "]";
+    }
+}

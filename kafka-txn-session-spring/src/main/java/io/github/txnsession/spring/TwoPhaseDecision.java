@@ -1,0 +1,30 @@
+package io.github.txnsession.spring;
+
+import io.github.txnsession.kafka.PreparedTransaction;
+
+/**
+ * The decision log of a two-phase commit between a resource (a database) and a Kafka session, as
+ * {@link SessionEnlistment} uses it: the decision is written inside the resource's own transaction, so it commits if
+ * and only if the resource commits; after a crash, recovery completes the Kafka side from it. Implemented for JDBC by
+ * {@code io.github.txnsession.spring.jdbc.JdbcTwoPhaseDecision}.
+ */
+public interface TwoPhaseDecision {
+
+    /**
+     * Writes the decision to commit {@code prepared} into the resource's current transaction.
+     *
+     * @throws RuntimeException if it cannot be written; the transaction then rolls back on both sides
+     */
+    void record(String transactionalId, PreparedTransaction prepared);
+
+    /**
+     * The resource committed, but completing the Kafka transaction failed with {@code failure}: settle it now from
+     * the decision (commit it from another session if it is still open).
+     *
+     * @throws RuntimeException (a {@code HeuristicCompletionException}) when the Kafka side is lost or unknown
+     */
+    void settle(String transactionalId, PreparedTransaction prepared, RuntimeException failure);
+
+    /** Kafka committed: the decision is no longer needed. Failures are logged, not thrown. */
+    void clear(String transactionalId, PreparedTransaction prepared);
+}
