@@ -12,8 +12,6 @@ import io.github.txnsession.kafka.TransactionSessionConfig;
 import io.github.txnsession.spring.CurrentTransactionSession;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.SessionTransactionCounters;
-import io.github.txnsession.spring.SessionTransactionManager;
-import io.github.txnsession.spring.SessionTransactionObserver;
 import io.github.txnsession.spring.TransactionSessionPool;
 import io.github.txnsession.spring.TransactionalConsumerFactory;
 import org.apache.kafka.clients.CommonClientConfigs;
@@ -41,7 +39,6 @@ import org.springframework.context.annotation.Import;
 import org.springframework.core.env.Environment;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.kafka.core.ProducerFactory;
-import org.springframework.kafka.transaction.KafkaAwareTransactionManager;
 import org.springframework.util.StringUtils;
 
 /**
@@ -52,8 +49,8 @@ import org.springframework.util.StringUtils;
  * {@code kafka.txn-session.transactional-id-prefix + i}, connection settings from {@code spring.kafka.*};</li>
  * <li>{@link SessionProducerFactory} {@code kafkaProducerFactory}: replaces Boot's producer factory, so Boot's
  * {@code KafkaTemplate} sends into the current session (serializers from {@code spring.kafka.producer.*});</li>
- * <li>{@link SessionTransactionManager} {@code sessionTransactionManager}: drives {@code @Transactional} and, being
- * the application's only {@code KafkaAwareTransactionManager}, Boot's {@code @KafkaListener} containers;</li>
+ * <li>the transaction manager: see {@link SessionTransactionManagerAutoConfiguration} (the application's own manager
+ * is kept when it has one);</li>
  * <li>{@link CurrentTransactionSession}: the session of the current transaction;</li>
  * <li>{@link TransactionalConsumerFactory}: transactional consumers and share consumers (connection settings from
  * {@code spring.kafka.consumer.*}) bound to the current transaction, for programmatic loops and
@@ -65,7 +62,7 @@ import org.springframework.util.StringUtils;
  */
 @AutoConfiguration(before = KafkaAutoConfiguration.class,
         beforeName = "org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration")
-@ConditionalOnClass({ TransactionSession.class, SessionTransactionManager.class, KafkaTemplate.class,
+@ConditionalOnClass({ TransactionSession.class, TransactionSessionPool.class, KafkaTemplate.class,
         KafkaProperties.class })
 @ConditionalOnBooleanProperty(name = "kafka.txn-session.enabled", matchIfMissing = true)
 @EnableConfigurationProperties({ TransactionSessionProperties.class, KafkaProperties.class })
@@ -129,25 +126,6 @@ public class TransactionSessionAutoConfiguration {
     public SessionProducerFactory<Object, Object> kafkaProducerFactory(TransactionSessionPool pool,
             KafkaProperties kafkaProperties, ObjectProvider<KafkaConnectionDetails> connectionDetails) {
         return producerFactory(pool, kafkaProperties, connectionDetails.getIfAvailable());
-    }
-
-    /** @return the transaction manager over the pool */
-    @Bean
-    @ConditionalOnMissingBean(KafkaAwareTransactionManager.class)
-    public SessionTransactionManager sessionTransactionManager(TransactionSessionPool pool,
-            ObjectProvider<SessionProducerFactory<Object, Object>> producerFactories, KafkaProperties kafkaProperties,
-            ObjectProvider<KafkaConnectionDetails> connectionDetails, TransactionSessionProperties properties,
-            ObjectProvider<SessionTransactionObserver> observers) {
-        SessionProducerFactory<Object, Object> factory = producerFactories.orderedStream()
-            .filter(f -> f.getPool() == pool)
-            .findFirst()
-            .orElseGet(() -> producerFactory(pool, kafkaProperties, connectionDetails.getIfAvailable()));
-        SessionTransactionManager manager = new SessionTransactionManager(pool, factory);
-        if (properties.getDefaultTimeout() != null) {
-            manager.setDefaultTimeout((int) Math.max(1, properties.getDefaultTimeout().toSeconds()));
-        }
-        manager.setObservers(observers.orderedStream().toList());
-        return manager;
     }
 
     /** @return the session of the current transaction */

@@ -58,6 +58,12 @@ public class TransactionSessionProperties implements Validator {
     /** How long closing a session may take at shutdown. */
     private Duration closeTimeout = Duration.ofSeconds(30);
 
+    /**
+     * Whether the application may define ProducerFactory beans that do not write into the sessions (deliberately
+     * non-transactional ones). By default startup fails: KafkaTemplate would send outside every transaction.
+     */
+    private boolean allowNonSessionProducerFactories;
+
     /** Deadline of one call to the transaction coordinator, retries included; max.block.ms when unset. */
     private @Nullable Duration coordinatorTimeout;
 
@@ -66,6 +72,14 @@ public class TransactionSessionProperties implements Validator {
 
     public boolean isEnabled() {
         return this.enabled;
+    }
+
+    public boolean isAllowNonSessionProducerFactories() {
+        return this.allowNonSessionProducerFactories;
+    }
+
+    public void setAllowNonSessionProducerFactories(boolean allowNonSessionProducerFactories) {
+        this.allowNonSessionProducerFactories = allowNonSessionProducerFactories;
     }
 
     public void setEnabled(boolean enabled) {

@@ -6,9 +6,10 @@ import javax.sql.DataSource;
 
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.TransactionSessionPool;
-import io.github.txnsession.spring.jdbc.CommitPhaseListener;
+import io.github.txnsession.spring.TwoPhaseDecision;
 import io.github.txnsession.spring.jdbc.DecisionLog;
 import io.github.txnsession.spring.jdbc.JdbcKafkaTransactionManager;
+import io.github.txnsession.spring.jdbc.JdbcTwoPhaseDecision;
 import io.github.txnsession.spring.jdbc.LostTransactionHandler;
 import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -26,7 +27,7 @@ import org.springframework.boot.context.properties.EnableConfigurationProperties
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.kafka.transaction.KafkaAwareTransactionManager;
+import org.springframework.transaction.PlatformTransactionManager;
 
 /**
  * Auto-configuration of the JDBC two-phase commit, active with {@code kafka.txn-session.jdbc.enabled=true} when the
@@ -36,8 +37,10 @@ import org.springframework.kafka.transaction.KafkaAwareTransactionManager;
  * {@code initialize-schema=false});</li>
  * <li>{@link TwoPhaseRecovery} for the session pool's prefix, run at startup before any session is handed out, told
  * about lost transactions through a {@link LostTransactionHandler} bean if there is one;</li>
- * <li>{@link JdbcKafkaTransactionManager} {@code transactionManager}, in place of both the plain session transaction
- * manager and Boot's {@code DataSourceTransactionManager}, so {@code @Transactional} spans JDBC and Kafka;</li>
+ * <li>{@link JdbcTwoPhaseDecision}: the Kafka sessions enlisted in the application's own transaction manager (Boot's
+ * JDBC or JPA manager, kept as {@code transactionManager}) write their decision through its connection, so
+ * {@code @Transactional} spans the database and Kafka with two-phase commit (see
+ * {@link SessionTransactionManagerAutoConfiguration}; without any manager, a {@link JdbcKafkaTransactionManager});</li>
  * <li>with Actuator: health {@code kafkaTxnRecovery} (DOWN while lost transactions are unresolved), endpoint
  * {@code txnsessionrecovery} (read the last report, run recovery on demand) and recovery meters.</li>
  * </ul>
@@ -46,10 +49,11 @@ import org.springframework.kafka.transaction.KafkaAwareTransactionManager;
  * {@code transaction.max.timeout.ms} (see {@code kafka.txn-session.transaction-timeout}), and startup warns when
  * the timeout leaves recovery little time.
  */
-@AutoConfiguration(before = TransactionSessionAutoConfiguration.class,
-        afterName = "org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration",
-        beforeName = { "org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration",
-                "org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration" })
+@AutoConfiguration(after = TransactionSessionAutoConfiguration.class,
+        afterName = { "org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration",
+                "org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration",
+                "org.springframework.boot.hibernate.autoconfigure.HibernateJpaAutoConfiguration" },
+        beforeName = "org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration")
 @ConditionalOnClass({ JdbcKafkaTransactionManager.class, JdbcTemplate.class, TransactionSessionPool.class })
 @ConditionalOnBooleanProperty(name = "kafka.txn-session.jdbc.enabled")
 @ConditionalOnBean(DataSource.class)
@@ -77,27 +81,26 @@ public class TwoPhaseCommitAutoConfiguration {
         return new TwoPhaseRecovery(dataSource, decisionLog, pool, lostHandler.getIfAvailable());
     }
 
-    /** @return the transaction manager for the DataSource and Kafka */
+    /**
+     * @return the decision log as the sessions enlisted in the application's transaction manager use it (see
+     *         {@link SessionTransactionManagerAutoConfiguration}); sets recovery as the pool's in-doubt resolver
+     */
     @Bean
-    @ConditionalOnMissingBean(KafkaAwareTransactionManager.class)
-    public JdbcKafkaTransactionManager transactionManager(TransactionSessionPool pool,
-            SessionProducerFactory<Object, Object> producerFactory, DataSource dataSource, DecisionLog decisionLog,
-            TwoPhaseRecovery recovery, TransactionSessionProperties sessionProperties,
-            ObjectProvider<CommitPhaseListener> phaseListeners) {
-        JdbcKafkaTransactionManager manager = new JdbcKafkaTransactionManager(pool, producerFactory, dataSource,
-                decisionLog, recovery);
-        if (sessionProperties.getDefaultTimeout() != null) {
-            manager.setDefaultTimeout((int) Math.max(1, sessionProperties.getDefaultTimeout().toSeconds()));
-        }
-        manager.setCommitPhaseListeners(phaseListeners.orderedStream().toList());
-        return manager;
+    @ConditionalOnMissingBean(TwoPhaseDecision.class)
+    public JdbcTwoPhaseDecision jdbcTwoPhaseDecision(DataSource dataSource, DecisionLog decisionLog,
+            TwoPhaseRecovery recovery, TransactionSessionPool pool) {
+        pool.setInDoubtResolver(recovery::recoverTransactionalId);
+        return new JdbcTwoPhaseDecision(dataSource, decisionLog, recovery);
     }
 
     /** @return creates the table and recovers at startup, before listener containers start */
     @Bean
     public SmartInitializingSingleton twoPhaseCommitStartup(TwoPhaseCommitProperties properties, DataSource dataSource,
-            DecisionLog decisionLog, TwoPhaseRecovery recovery, TransactionSessionPool pool) {
+            DecisionLog decisionLog, TwoPhaseRecovery recovery, TransactionSessionPool pool,
+            ObjectProvider<PlatformTransactionManager> transactionManagers,
+            ObjectProvider<SessionProducerFactory<?, ?>> producerFactories) {
         return () -> {
+            checkTwoPhaseIsInEffect(transactionManagers, producerFactories);
             if (properties.isInitializeSchema()) {
                 decisionLog.createTableIfMissing(dataSource);
             }
@@ -106,6 +109,24 @@ public class TwoPhaseCommitAutoConfiguration {
                 recovery.ensureRecovered();
             }
         };
+    }
+
+    /**
+     * {@code jdbc.enabled=true} promises two-phase commit: fail at startup when another setup took its place (an
+     * application {@code KafkaAwareTransactionManager} such as Boot's {@code KafkaTransactionManager}, or producer
+     * factories without the enlistment), instead of committing best effort without a word.
+     */
+    private static void checkTwoPhaseIsInEffect(ObjectProvider<PlatformTransactionManager> transactionManagers,
+            ObjectProvider<SessionProducerFactory<?, ?>> producerFactories) {
+        boolean oneManager = transactionManagers.orderedStream().anyMatch(JdbcKafkaTransactionManager.class::isInstance);
+        boolean enlisting = producerFactories.orderedStream().anyMatch(f -> f.getEnlistment() != null);
+        if (!oneManager && !enlisting) {
+            throw new IllegalStateException("kafka.txn-session.jdbc.enabled=true asks for two-phase commit between the "
+                    + "database and Kafka, but it is not in effect: no session-backed producer factory enlists in the "
+                    + "application's transaction manager (an application KafkaAwareTransactionManager, e.g. a "
+                    + "KafkaTransactionManager bean, or an own SessionEnlistment bean turns it off). Remove that bean, "
+                    + "or set kafka.txn-session.jdbc.enabled=false for best effort.");
+        }
     }
 
     private static void warnIfTimeoutIsShort(TransactionSessionPool pool) {

@@ -36,7 +36,8 @@ class TransactionSessionAutoConfigurationTest {
 
     private final ApplicationContextRunner runner = new ApplicationContextRunner()
         .withConfiguration(AutoConfigurations.of(TransactionSessionAutoConfiguration.class,
-                KafkaAutoConfiguration.class, TransactionAutoConfiguration.class))
+                SessionTransactionManagerAutoConfiguration.class, KafkaAutoConfiguration.class,
+                TransactionAutoConfiguration.class))
         .withPropertyValues("spring.kafka.bootstrap-servers=localhost:1");
 
     @Test
@@ -138,13 +139,34 @@ class TransactionSessionAutoConfigurationTest {
     }
 
     @Test
-    void aPlainProducerFactoryOfTheUserWinsAndTheManagerStillWorksOverThePool() {
+    void aPlainProducerFactoryOfTheUserStopsStartupSayingWhatToDoInsteadOfSendingAroundTheSessions() {
         this.runner.withUserConfiguration(UserPlainFactory.class).run(context -> {
-            assertThat(context).hasNotFailed();
-            assertThat(context.getBean(ProducerFactory.class)).isInstanceOf(DefaultKafkaProducerFactory.class);
-            SessionTransactionManager manager = context.getBean(SessionTransactionManager.class);
-            assertThat(manager.getPool()).isSameAs(context.getBean(TransactionSessionPool.class));
+            assertThat(context).hasFailed();
+            Throwable failure = context.getStartupFailure();
+            Throwable cause = failure;
+            while (cause != null && !(cause instanceof ForeignProducerFactoryException)) {
+                cause = cause.getCause();
+            }
+            assertThat(cause).isInstanceOf(ForeignProducerFactoryException.class);
+            org.springframework.boot.diagnostics.FailureAnalysis analysis =
+                    new ForeignProducerFactoryFailureAnalyzer().analyze(failure);
+            assertThat(analysis).isNotNull();
+            assertThat(analysis.getDescription()).contains("userFactory").contains("outside every transaction");
+            assertThat(analysis.getAction()).contains("spring.kafka.producer.*")
+                .contains("kafka.txn-session.allow-non-session-producer-factories=true");
         });
+    }
+
+    @Test
+    void aDeliberatelyNonTransactionalFactoryIsAllowedWhenSaidSo() {
+        this.runner.withUserConfiguration(UserPlainFactory.class)
+            .withPropertyValues("kafka.txn-session.allow-non-session-producer-factories=true")
+            .run(context -> {
+                assertThat(context).hasNotFailed();
+                assertThat(context.getBean(ProducerFactory.class)).isInstanceOf(DefaultKafkaProducerFactory.class);
+                SessionTransactionManager manager = context.getBean(SessionTransactionManager.class);
+                assertThat(manager.getPool()).isSameAs(context.getBean(TransactionSessionPool.class));
+            });
     }
 
     @Test
@@ -175,6 +197,18 @@ class TransactionSessionAutoConfigurationTest {
                 assertThat(context).doesNotHaveBean(TransactionSessionMetrics.class);
                 assertThat(context).hasSingleBean(SessionTransactionManager.class);
             });
+    }
+
+    @Test
+    void anExistingTransactionalAppGainsSessionsWithOneTransactionManagerAndItsPrefix() {
+        this.runner.withPropertyValues("spring.kafka.producer.transaction-id-prefix=tx-").run(context -> {
+            assertThat(context).hasNotFailed();
+            // Boot's KafkaTransactionManager is replaced: one transaction manager, @Transactional is not ambiguous
+            assertThat(context).hasSingleBean(org.springframework.transaction.PlatformTransactionManager.class)
+                .hasSingleBean(SessionTransactionManager.class)
+                .doesNotHaveBean("kafkaTransactionManager");
+            assertThat(context.getBean(TransactionSessionPool.class).transactionalIdPrefix()).isEqualTo("tx-");
+        });
     }
 
     @Test

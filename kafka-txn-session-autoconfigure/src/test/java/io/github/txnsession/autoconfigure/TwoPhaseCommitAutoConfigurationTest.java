@@ -11,7 +11,6 @@ import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import io.github.txnsession.spring.jdbc.DecisionLog;
-import io.github.txnsession.spring.jdbc.JdbcKafkaTransactionManager;
 import io.github.txnsession.spring.jdbc.LostTransaction;
 import io.github.txnsession.spring.jdbc.LostTransactionHandler;
 import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
@@ -45,15 +44,68 @@ class TwoPhaseCommitAutoConfigurationTest {
         .brokerProperty("transaction.abort.timed.out.transaction.cleanup.interval.ms", 300));
 
     private static ApplicationContextRunner runner(String prefix, String db) {
+        return defaultSettings(prefix, db).withPropertyValues("kafka.txn-session.jdbc.enabled=true");
+    }
+
+    /** An application with a DataSource and the starter, nothing else configured. */
+    private static ApplicationContextRunner defaultSettings(String prefix, String db) {
         return new ApplicationContextRunner()
             .withConfiguration(AutoConfigurations.of(TwoPhaseCommitAutoConfiguration.class,
-                    TransactionSessionAutoConfiguration.class, KafkaAutoConfiguration.class,
-                    DataSourceAutoConfiguration.class, DataSourceTransactionManagerAutoConfiguration.class,
-                    TransactionAutoConfiguration.class))
+                    TransactionSessionAutoConfiguration.class, SessionTransactionManagerAutoConfiguration.class,
+                    KafkaAutoConfiguration.class, DataSourceAutoConfiguration.class,
+                    DataSourceTransactionManagerAutoConfiguration.class, TransactionAutoConfiguration.class))
             .withPropertyValues("spring.kafka.bootstrap-servers=" + kafka.bootstrapServers(),
                     "spring.datasource.url=jdbc:h2:mem:" + db + ";DB_CLOSE_DELAY=-1",
-                    "kafka.txn-session.jdbc.enabled=true", "kafka.txn-session.transactional-id-prefix=" + prefix,
-                    "kafka.txn-session.pool-size=2");
+                    "kafka.txn-session.transactional-id-prefix=" + prefix, "kafka.txn-session.pool-size=2");
+    }
+
+    @Test
+    void defaultSettingsKeepBootsTransactionManagerAndRollBackTheDatabaseAndKafkaTogether() {
+        String topic = EmbeddedKafkaCluster.uniqueName("auto-default");
+        kafka.cluster().createTopic(topic, 1);
+        defaultSettings(EmbeddedKafkaCluster.uniqueName("dflt") + "-", EmbeddedKafkaCluster.uniqueName("db"))
+            .run(context -> {
+                assertThat(context).hasNotFailed();
+                // Boot's JDBC transaction manager stays the transaction manager; the sessions join it
+                assertThat(context.getBean(PlatformTransactionManager.class))
+                    .isInstanceOf(org.springframework.jdbc.support.JdbcTransactionManager.class);
+                assertThat(context).hasSingleBean(io.github.txnsession.spring.SessionEnlistment.class)
+                    .doesNotHaveBean(io.github.txnsession.spring.SessionTransactionManager.class);
+                assertThat(context.getBean("kafkaListenerTransactionManager"))
+                    .isInstanceOf(io.github.txnsession.spring.DatabaseSessionTransactionManager.class);
+                placeOneOrderAndRollBackAnother(context, topic);
+            });
+        assertThat(kafka.cluster().readCommitted(topic)).extracting(ConsumerRecord::key).containsExactly("a-1");
+    }
+
+    /** The @Transactional shape with a plain TransactionTemplate on the context's transaction manager. */
+    private static void placeOneOrderAndRollBackAnother(
+            org.springframework.boot.test.context.assertj.AssertableApplicationContext context, String topic) {
+        JdbcTemplate jdbc = new JdbcTemplate(context.getBean(javax.sql.DataSource.class));
+        jdbc.execute("CREATE TABLE orders (id VARCHAR(32) PRIMARY KEY)");
+        @SuppressWarnings("unchecked")
+        KafkaTemplate<Object, Object> template = context.getBean(KafkaTemplate.class);
+        TransactionTemplate tx = new TransactionTemplate(context.getBean(PlatformTransactionManager.class));
+        tx.executeWithoutResult(s -> {
+            jdbc.update("INSERT INTO orders (id) VALUES ('a-1')");
+            template.send(topic, "a-1", "OrderPlaced");
+        });
+        try {
+            tx.executeWithoutResult(s -> {
+                jdbc.update("INSERT INTO orders (id) VALUES ('a-2')");
+                template.send(topic, "a-2", "OrderPlaced");
+                throw new IllegalStateException("rolled back");
+            });
+        }
+        catch (IllegalStateException expected) {
+            // both sides roll back
+        }
+        tx.executeWithoutResult(s -> {
+            jdbc.update("INSERT INTO orders (id) VALUES ('a-3')");
+            template.send(topic, "a-3", "OrderPlaced");
+            s.setRollbackOnly();
+        });
+        assertThat(jdbc.queryForList("SELECT id FROM orders", String.class)).containsExactly("a-1");
     }
 
     @Test
@@ -62,31 +114,15 @@ class TwoPhaseCommitAutoConfigurationTest {
         kafka.cluster().createTopic(topic, 1);
         runner(EmbeddedKafkaCluster.uniqueName("auto") + "-", EmbeddedKafkaCluster.uniqueName("db")).run(context -> {
             assertThat(context).hasNotFailed();
+            // Boot's JDBC manager stays; the sessions join it in two-phase mode
             assertThat(context.getBean(PlatformTransactionManager.class))
-                .isInstanceOf(JdbcKafkaTransactionManager.class);
+                .isInstanceOf(org.springframework.jdbc.support.JdbcTransactionManager.class);
+            assertThat(context).hasSingleBean(io.github.txnsession.spring.jdbc.JdbcTwoPhaseDecision.class);
             // 2PC mode: sessions ask for the broker's transaction.max.timeout.ms (15 minutes by default)
             assertThat(context.getBean(io.github.txnsession.spring.TransactionSessionPool.class).sessionConfigs())
                 .containsEntry("transaction.timeout.ms", "900000");
+            placeOneOrderAndRollBackAnother(context, topic);
             JdbcTemplate jdbc = new JdbcTemplate(context.getBean(javax.sql.DataSource.class));
-            jdbc.execute("CREATE TABLE orders (id VARCHAR(32) PRIMARY KEY)");
-            @SuppressWarnings("unchecked")
-            KafkaTemplate<Object, Object> template = context.getBean(KafkaTemplate.class);
-            TransactionTemplate tx = new TransactionTemplate(context.getBean(PlatformTransactionManager.class));
-            tx.executeWithoutResult(s -> {
-                jdbc.update("INSERT INTO orders (id) VALUES ('a-1')");
-                template.send(topic, "a-1", "OrderPlaced");
-            });
-            try {
-                tx.executeWithoutResult(s -> {
-                    jdbc.update("INSERT INTO orders (id) VALUES ('a-2')");
-                    template.send(topic, "a-2", "OrderPlaced");
-                    throw new IllegalStateException("rolled back");
-                });
-            }
-            catch (IllegalStateException expected) {
-                // both sides roll back
-            }
-            assertThat(jdbc.queryForList("SELECT id FROM orders", String.class)).containsExactly("a-1");
             assertThat(jdbc.queryForObject("SELECT COUNT(*) FROM kafka_txn_decision_log", Integer.class)).isZero();
         });
         assertThat(kafka.cluster().readCommitted(topic)).extracting(ConsumerRecord::key).containsExactly("a-1");

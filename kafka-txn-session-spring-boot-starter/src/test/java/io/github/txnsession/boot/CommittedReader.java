@@ -13,7 +13,15 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
 /** Reads topics from the beginning as a read_committed (or read_uncommitted) consumer, for assertions. */
-final class CommittedReader {
+public final class CommittedReader {
+
+    /**
+     * For the tests of an application without a database: this module's test classpath has JDBC and JPA (for the
+     * tests of applications with one), which Boot would otherwise configure.
+     */
+    static final String KAFKA_ONLY = "spring.autoconfigure.exclude="
+            + "org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration,"
+            + "org.springframework.boot.hibernate.autoconfigure.HibernateJpaAutoConfiguration";
 
     private CommittedReader() {
     }
@@ -43,7 +51,7 @@ final class CommittedReader {
      * Reads {@code topic} from the start to its end as this isolation level sees it now (the last stable offset for
      * read_committed, the high watermark otherwise).
      */
-    static List<ConsumerRecord<String, String>> readToEnd(String bootstrap, String topic, boolean committedOnly) {
+    public static List<ConsumerRecord<String, String>> readToEnd(String bootstrap, String topic, boolean committedOnly) {
         List<ConsumerRecord<String, String>> all = new ArrayList<>();
         try (KafkaConsumer<String, String> consumer = openAtBeginning(bootstrap, topic, committedOnly)) {
             List<TopicPartition> partitions = List.copyOf(consumer.assignment());

@@ -52,7 +52,7 @@ class ConcurrentTransactionsTest {
         kafka.cluster().createTopic(TOPIC, 2);
         context = new SpringApplicationBuilder(App.class)
             .web(WebApplicationType.NONE)
-            .properties("spring.main.banner-mode=off",
+            .properties("spring.main.banner-mode=off", CommittedReader.KAFKA_ONLY,
                     "spring.kafka.bootstrap-servers=" + kafka.bootstrapServers(),
                     "kafka.txn-session.transactional-id-prefix=concurrent-test-",
                     "kafka.txn-session.pool-size=" + POOL,

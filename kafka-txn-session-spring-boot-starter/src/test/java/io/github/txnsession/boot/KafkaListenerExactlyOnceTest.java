@@ -67,7 +67,7 @@ class KafkaListenerExactlyOnceTest {
         }
         context = new SpringApplicationBuilder(App.class)
             .web(WebApplicationType.NONE)
-            .properties("spring.main.banner-mode=off",
+            .properties("spring.main.banner-mode=off", CommittedReader.KAFKA_ONLY,
                     "spring.kafka.bootstrap-servers=" + kafka.bootstrapServers(),
                     "spring.kafka.consumer.auto-offset-reset=earliest",
                     "spring.kafka.consumer.isolation-level=read-committed",

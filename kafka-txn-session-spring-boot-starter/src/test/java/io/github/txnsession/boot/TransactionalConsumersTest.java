@@ -88,7 +88,7 @@ class TransactionalConsumersTest {
         }
         context = new SpringApplicationBuilder(App.class)
             .web(WebApplicationType.NONE)
-            .properties("spring.main.banner-mode=off",
+            .properties("spring.main.banner-mode=off", CommittedReader.KAFKA_ONLY,
                     "spring.kafka.bootstrap-servers=" + kafka.bootstrapServers(),
                     "spring.kafka.consumer.auto-offset-reset=earliest",
                     "kafka.txn-session.transactional-id-prefix=consumers-test-",

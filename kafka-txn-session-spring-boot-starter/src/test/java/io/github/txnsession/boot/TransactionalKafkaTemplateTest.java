@@ -57,7 +57,7 @@ class TransactionalKafkaTemplateTest {
         kafka.cluster().createTopics(2, ORDERS, AUDIT);
         context = new SpringApplicationBuilder(App.class)
             .web(WebApplicationType.NONE)
-            .properties("spring.main.banner-mode=off",
+            .properties("spring.main.banner-mode=off", CommittedReader.KAFKA_ONLY,
                     "spring.kafka.bootstrap-servers=" + kafka.bootstrapServers(),
                     "kafka.txn-session.transactional-id-prefix=template-test-",
                     "kafka.txn-session.pool-size=3")

@@ -6,6 +6,7 @@ import java.util.List;
 
 import io.github.txnsession.kafka.PreparedTransaction;
 import io.github.txnsession.kafka.SessionState;
+import io.github.txnsession.kafka.SessionTimeoutException;
 import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.TransactionSessionException;
 import org.apache.commons.logging.Log;
@@ -45,6 +46,9 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     private final List<SessionTransactionObserver> observers;
     private @Nullable PreparedTransaction prepared;
     private @Nullable List<Object> suspended;
+    private boolean committed;
+    /** a savepoint was rolled back (NESTED): the database undid work the Kafka transaction cannot undo */
+    private boolean savepointRolledBack;
 
     EnlistedSessionSynchronization(TransactionSessionPool pool, SessionResourceHolder holder,
             @Nullable TwoPhaseDecision twoPhase, List<SessionTransactionObserver> observers) {
@@ -82,8 +86,19 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     }
 
     @Override
+    public void savepointRollback(Object savepoint) {
+        this.savepointRolledBack = true;
+    }
+
+    @Override
     public void beforeCommit(boolean readOnly) {
         TransactionSession session = this.holder.session();
+        if (this.savepointRolledBack) {
+            throw new IllegalStateException("A nested transaction (savepoint) of this transaction was rolled back "
+                    + "after the Kafka session of '" + session.transactionalId() + "' joined it: Kafka transactions "
+                    + "have no savepoints, so its records cannot be undone in part. The whole transaction rolls back; "
+                    + "use REQUIRES_NEW for work that must fail on its own.");
+        }
         PreparedTransaction p = session.prepareTransaction();
         this.prepared = p;
         if (this.twoPhase != null && !p.isEmpty()) {
@@ -94,8 +109,16 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
 
     @Override
     public void afterCommit() {
+        this.committed = true;
         TransactionSession session = this.holder.session();
         PreparedTransaction p = this.prepared;
+        if (p == null && this.twoPhase != null) {
+            // enlisted after beforeCommit ran (the first send came from another beforeCommit callback): it is not
+            // part of the two-phase decision
+            logger.error("The Kafka transaction of session '" + session.transactionalId() + "' joined the transaction "
+                    + "while it was committing (a send from a beforeCommit callback), after its decision was made: it "
+                    + "commits best effort, and a crash now loses it. Send before the commit starts.");
+        }
         long start = System.nanoTime();
         try {
             if (p != null) {
@@ -104,6 +127,14 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             else {
                 session.commitTransaction();
             }
+        }
+        catch (SessionTimeoutException ex) {
+            notifyFailed(session, ex);
+            if (this.twoPhase != null && p != null && this.holder.isDecisionMayBeCommitted()) {
+                this.twoPhase.settle(session.transactionalId(), p, ex);
+                return;
+            }
+            settleTimedOutCommit(session, ex);
         }
         catch (RuntimeException ex) {
             notifyFailed(session, ex);
@@ -132,13 +163,48 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
         }
     }
 
+    /**
+     * Best effort, the commit timed out: kafka-clients still sends it. An abort waits for that commit and says how
+     * it ended; what stays unknown is reported as unknown, never as lost.
+     */
+    private void settleTimedOutCommit(TransactionSession session, SessionTimeoutException timeout) {
+        try {
+            session.abortTransaction();
+        }
+        catch (SessionTimeoutException again) {
+            throw new HeuristicCompletionException(HeuristicCompletionException.STATE_UNKNOWN,
+                    new TransactionSystemException("The database committed; the Kafka commit of session '"
+                            + session.transactionalId() + "' timed out and its outcome is still unknown", again));
+        }
+        catch (TransactionSessionException ex) {
+            if (session.state() == SessionState.READY) {
+                return; // the commit that timed out went through
+            }
+            throw new HeuristicCompletionException(HeuristicCompletionException.STATE_UNKNOWN,
+                    new TransactionSystemException("The database committed; the Kafka commit of session '"
+                            + session.transactionalId() + "' timed out and could not be settled", ex));
+        }
+        logger.error("The database committed, but the Kafka commit of session '" + session.transactionalId()
+                + "' timed out and was aborted (best-effort mode: its records are not visible)");
+        throw new HeuristicCompletionException(HeuristicCompletionException.STATE_MIXED,
+                new TransactionSystemException("The database committed, but the Kafka transaction of session '"
+                        + session.transactionalId() + "' timed out and was aborted", timeout));
+    }
+
     @Override
     public void afterCompletion(int status) {
         TransactionSession session = this.holder.session();
         try {
+            if (status == STATUS_COMMITTED && !this.committed) {
+                // enlisted after afterCommit ran (a send from an afterCommit callback): commit it now, best effort
+                afterCommit();
+            }
             if (status != STATUS_COMMITTED) {
                 rollBack(session, status);
             }
+        }
+        catch (RuntimeException ex) {
+            logger.error("Ending the Kafka transaction of session '" + session.transactionalId() + "' failed", ex);
         }
         finally {
             TransactionSynchronizationManager.unbindResourceIfPossible(this.pool);

@@ -79,6 +79,9 @@ public class SessionEnlistment {
             throw new IllegalStateException("No Spring transaction is active on this thread: a Kafka session can only "
                     + "be enlisted in a running transaction (@Transactional, TransactionTemplate)");
         }
+        if (this.twoPhase != null) {
+            this.twoPhase.ensureReady();
+        }
         long began = System.nanoTime();
         PooledSession lease = this.pool.acquire();
         TransactionSession session = lease.session();

@@ -14,6 +14,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.DisposableBean;
 import org.springframework.kafka.core.DefaultKafkaProducerFactory;
 import org.springframework.kafka.core.ProducerFactory;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 /**
  * A spring-kafka {@link ProducerFactory} backed by a {@link TransactionSessionPool}, so that an unchanged
@@ -112,6 +113,14 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
         SessionResourceHolder holder = SessionResourceHolder.current(this.pool);
         if (holder != null) {
             return boundProducer(holder);
+        }
+        if (TransactionSynchronizationManager.isActualTransactionActive()
+                && !TransactionSynchronizationManager.isSynchronizationActive()) {
+            // an afterCompletion callback: the transaction is ending; a producer lent now would be bound to the thread
+            // by spring-kafka with nothing left to end it (a leaked session, later sends lost)
+            throw new IllegalStateException("A Kafka send was made while the Spring transaction is completing (an "
+                    + "afterCompletion or @TransactionalEventListener(AFTER_COMPLETION/AFTER_ROLLBACK) callback): it "
+                    + "can join no transaction any more. Send from a new transaction (REQUIRES_NEW) or outside one.");
         }
         SessionEnlistment enlist = this.enlistment;
         if (enlist != null && SessionEnlistment.canEnlist()) {

@@ -11,6 +11,13 @@ import io.github.txnsession.kafka.PreparedTransaction;
 public interface TwoPhaseDecision {
 
     /**
+     * Called before a session is taken for a new enlistment: makes sure what a crash left is settled first (a new
+     * session's initialization would abort a prepared transaction whose decision says commit).
+     */
+    default void ensureReady() {
+    }
+
+    /**
      * Writes the decision to commit {@code prepared} into the resource's current transaction.
      *
      * @throws RuntimeException if it cannot be written; the transaction then rolls back on both sides

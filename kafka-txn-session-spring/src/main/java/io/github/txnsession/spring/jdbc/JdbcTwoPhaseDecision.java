@@ -46,6 +46,11 @@ public class JdbcTwoPhaseDecision implements TwoPhaseDecision {
     }
 
     @Override
+    public void ensureReady() {
+        this.recovery.ensureRecovered();
+    }
+
+    @Override
     public void record(String transactionalId, PreparedTransaction prepared) {
         // the transaction's own connection, bound by its manager; DataSourceUtils.getConnection would otherwise open
         // (and bind) a new auto-commit connection, and the decision would commit whatever the transaction does

@@ -26,6 +26,8 @@ import org.springframework.jdbc.datasource.SimpleDriverDataSource;
 import org.springframework.jdbc.support.JdbcTransactionManager;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.support.TransactionSynchronization;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -148,6 +150,58 @@ class SessionEnlistmentTest {
         assertThat(app.rows()).containsExactly("a-committed", "e-inner", "f-jdbc-only");
         assertThat(app.events()).containsExactlyInAnyOrder("a-committed", "e-inner");
         assertThat(app.pool.snapshot().inUse()).isZero();
+    }
+
+    @Test
+    void sendsFromCommitCallbacksAndNestedRollbacksNeverGoAroundTheTransaction() {
+        try (App app = new App(true)) {
+            // the first send of a transaction comes from an afterCommit callback: it still commits (best effort)
+            app.tx.executeWithoutResult(status -> {
+                app.jdbc.update("INSERT INTO orders (id) VALUES ('g-after-commit')");
+                TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                    @Override
+                    public void afterCommit() {
+                        app.kafka.send(app.topic, "g-after-commit", "sent after the commit");
+                    }
+                });
+            });
+            // a send while the transaction completes can join nothing: refused, no session leaks
+            List<Throwable> refused = new java.util.concurrent.CopyOnWriteArrayList<>();
+            app.tx.executeWithoutResult(status -> {
+                app.jdbc.update("INSERT INTO orders (id) VALUES ('h-after-completion')");
+                TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                    @Override
+                    public void afterCompletion(int completion) {
+                        try {
+                            app.kafka.send(app.topic, "h-after-completion", "too late");
+                        }
+                        catch (RuntimeException ex) {
+                            refused.add(ex);
+                        }
+                    }
+                });
+            });
+            assertThat(refused).singleElement().satisfies(ex -> assertThat(ex).hasStackTraceContaining(
+                    "while the Spring transaction is completing"));
+            // a nested (savepoint) rollback after Kafka joined: Kafka cannot undo part of it, so all rolls back
+            TransactionTemplate nested = new TransactionTemplate(app.transactionManager);
+            nested.setPropagationBehavior(TransactionDefinition.PROPAGATION_NESTED);
+            assertThatThrownBy(() -> app.tx.executeWithoutResult(status -> {
+                app.placeOrder("i-outer");
+                try {
+                    nested.executeWithoutResult(inner -> {
+                        app.placeOrder("j-nested");
+                        throw new IllegalStateException("nested part fails");
+                    });
+                }
+                catch (IllegalStateException expected) {
+                    // the application goes on with the outer transaction
+                }
+            })).hasMessageContaining("no savepoints");
+            assertThat(app.rows()).containsExactly("g-after-commit", "h-after-completion");
+            assertThat(app.events()).containsExactly("g-after-commit");
+            assertThat(app.pool.snapshot().inUse()).isZero();
+        }
     }
 
     @Test

@@ -15,9 +15,10 @@ import org.springframework.transaction.annotation.Transactional;
 
 /**
  * Places orders: one row in {@code orders}, one {@link OrderPlaced} event, one transaction. Plain
- * {@code JdbcTemplate} and {@code KafkaTemplate} code; with {@code kafka.txn-session.jdbc.enabled=true} the starter's
- * {@code JdbcKafkaTransactionManager} runs the method, and commits by two-phase commit: prepare the Kafka
- * transaction, write a decision row in the database transaction, commit the database, commit Kafka, clear the row.
+ * {@code JdbcTemplate} and {@code KafkaTemplate} code; Boot's own JDBC transaction manager runs the method, and with
+ * {@code kafka.txn-session.jdbc.enabled=true} the Kafka session the first send enlists in it commits by two-phase
+ * commit: prepare the Kafka transaction, write a decision row in the database transaction, commit the database,
+ * commit Kafka, clear the row.
  * Either both the row and the event become visible or neither does; after a crash, recovery at the next startup
  * finishes what the decision row says.
  */

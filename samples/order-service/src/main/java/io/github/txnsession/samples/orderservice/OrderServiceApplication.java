@@ -11,8 +11,8 @@ import org.springframework.context.annotation.Import;
 /**
  * The order service. Run it with {@code ./mvnw -pl samples/order-service -am spring-boot:run}: H2 in memory and, as
  * no {@code spring.kafka.bootstrap-servers} is set, an embedded Kafka broker ({@link EmbeddedKafkaConfiguration}).
- * {@code kafka.txn-session.jdbc.enabled=true} (application.properties) makes the starter's transaction manager span
- * the {@code DataSource} and Kafka.
+ * {@code kafka.txn-session.jdbc.enabled=true} (application.properties) makes the Kafka sessions join Boot's JDBC
+ * transaction manager with two-phase commit.
  */
 @SpringBootApplication(proxyBeanMethods = false)
 @Import(EmbeddedKafkaConfiguration.class)
