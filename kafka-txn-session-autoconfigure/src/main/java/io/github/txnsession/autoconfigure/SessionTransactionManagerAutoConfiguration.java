@@ -36,6 +36,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean
 import org.springframework.boot.kafka.autoconfigure.KafkaAutoConfiguration;
 import org.springframework.boot.kafka.autoconfigure.KafkaConnectionDetails;
 import org.springframework.boot.kafka.autoconfigure.KafkaProperties;
+import org.springframework.boot.transaction.autoconfigure.TransactionManagerCustomizers;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.core.Ordered;
@@ -61,6 +62,8 @@ import org.springframework.transaction.PlatformTransactionManager;
  * {@link JdbcKafkaTransactionManager} spans the {@code DataSource} and Kafka.</li>
  * <li>An application {@code KafkaAwareTransactionManager} is used as it is.</li>
  * </ul>
+ * The managers it creates are customized like Boot's own ({@code spring.transaction.*} through
+ * {@code TransactionManagerCustomizers}); {@code kafka.txn-session.default-timeout}, when set, wins.
  */
 @AutoConfiguration(after = { TransactionSessionAutoConfiguration.class, TwoPhaseCommitAutoConfiguration.class },
         afterName = { "org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration",
@@ -149,9 +152,11 @@ public class SessionTransactionManagerAutoConfiguration {
 
         @Bean
         SessionTransactionManager sessionTransactionManager(TransactionSessionPool pool, ListableBeanFactory beans,
-                TransactionSessionProperties properties, ObjectProvider<SessionTransactionObserver> observers) {
+                TransactionSessionProperties properties, ObjectProvider<SessionTransactionObserver> observers,
+                ObjectProvider<TransactionManagerCustomizers> customizers) {
             SessionTransactionManager manager = new SessionTransactionManager(pool,
                     sessionProducerFactory(pool, beans, properties));
+            customizers.ifAvailable(c -> c.customize(manager)); // spring.transaction.*, as for Boot's own managers
             if (properties.getDefaultTimeout() != null) {
                 manager.setDefaultTimeout((int) Math.max(1, properties.getDefaultTimeout().toSeconds()));
             }
@@ -171,9 +176,11 @@ public class SessionTransactionManagerAutoConfiguration {
         JdbcKafkaTransactionManager transactionManager(TransactionSessionPool pool, ListableBeanFactory beans,
                 DataSource dataSource, DecisionLog decisionLog, TwoPhaseRecovery recovery,
                 TransactionSessionProperties properties, ObjectProvider<CommitPhaseListener> phaseListeners,
-                ObjectProvider<SessionTransactionObserver> observers) {
+                ObjectProvider<SessionTransactionObserver> observers,
+                ObjectProvider<TransactionManagerCustomizers> customizers) {
             JdbcKafkaTransactionManager manager = new JdbcKafkaTransactionManager(pool,
                     sessionProducerFactory(pool, beans, properties), dataSource, decisionLog, recovery);
+            customizers.ifAvailable(c -> c.customize(manager));
             if (properties.getDefaultTimeout() != null) {
                 manager.setDefaultTimeout((int) Math.max(1, properties.getDefaultTimeout().toSeconds()));
             }

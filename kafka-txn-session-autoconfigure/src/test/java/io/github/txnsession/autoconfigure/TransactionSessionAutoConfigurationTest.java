@@ -212,6 +212,20 @@ class TransactionSessionAutoConfigurationTest {
     }
 
     @Test
+    void springTransactionPropertiesCustomizeTheSessionManagerLikeBootsOwn() {
+        this.runner.withConfiguration(AutoConfigurations.of(
+                org.springframework.boot.transaction.autoconfigure.TransactionManagerCustomizationAutoConfiguration.class))
+            .withPropertyValues("spring.transaction.default-timeout=7s",
+                    "spring.transaction.rollback-on-commit-failure=true")
+            .run(context -> {
+                assertThat(context).hasNotFailed();
+                SessionTransactionManager manager = context.getBean(SessionTransactionManager.class);
+                assertThat(manager.getDefaultTimeout()).isEqualTo(7);
+                assertThat(manager.isRollbackOnCommitFailure()).isTrue();
+            });
+    }
+
+    @Test
     void backsOffWithoutTheCoreLibrary() {
         new ApplicationContextRunner()
             .withConfiguration(AutoConfigurations.of(TransactionSessionAutoConfiguration.class))
