@@ -28,7 +28,9 @@ import org.jspecify.annotations.Nullable;
  * </ul>
  *
  * <p>Not guaranteed: two transactions of one transactional id that the coordinator starts within the same
- * millisecond with the same producer id and epoch (possible only with transaction version 1) share an identity.
+ * millisecond can be confused: with transaction version 1 (same epoch) always, with version 2 only when the second
+ * starts in the millisecond the first ended and is then aborted (the aborted later one reads as this one). The
+ * coordinator's clock has millisecond resolution; nothing finer is exposed.
  *
  * <p>Immutable; {@link #toString()} is the storable form and {@link #parse(String)} reads it back.
  */

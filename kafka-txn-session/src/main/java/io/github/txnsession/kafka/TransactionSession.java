@@ -28,6 +28,7 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.PreparedTxnState;
+import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.KafkaException;
@@ -119,6 +120,8 @@ public final class TransactionSession implements AutoCloseable {
     private final AtomicBoolean closeStarted = new AtomicBoolean();
     private final CountDownLatch closeDone = new CountDownLatch(1);
     private final @Nullable ScheduledExecutorService heartbeats;
+    /** the name of this session's producer I/O thread, where a lifecycle call would wait for itself */
+    private final String producerIoThread;
     private volatile SessionState state;
     private @Nullable CoordinatorView coordinator;
     /** the open, prepared or resumed transaction, once known (live: read at prepare or by a heartbeat) */
@@ -150,6 +153,9 @@ public final class TransactionSession implements AutoCloseable {
         this.config = config;
         this.transactionalId = config.transactionalId();
         this.producer = live ? new KafkaProducer<>(config.producerConfigs()) : null;
+        Object clientId = config.producerConfigs().get(ProducerConfig.CLIENT_ID_CONFIG);
+        this.producerIoThread = PRODUCER_IO_THREAD + " | " + (clientId == null || clientId.toString().isEmpty()
+                ? "producer-" + this.transactionalId : clientId);
         this.txn = resumed;
         this.state = live ? SessionState.UNINITIALIZED : SessionState.PREPARED;
         if (live && !config.heartbeatInterval().isZero()) {
@@ -596,6 +602,26 @@ public final class TransactionSession implements AutoCloseable {
                 move(SessionState.PREPARED);
                 throw new SessionTimeoutException(this.transactionalId, "commitTransaction()", ex);
             }
+            PreparedTransaction handedOut = this.txn;
+            if (handedOut != null && !handedOut.isEmpty() && !(ex instanceof TransactionSessionException)
+                    && (KafkaErrors.isFenced(ex) || KafkaErrors.isFatal(ex))) {
+                Boolean elsewhere = committedElsewhere();
+                if (elsewhere == null || elsewhere) {
+                    forceState(SessionState.FATAL_ERROR);
+                    this.producerIdentity = null;
+                    if (elsewhere != null) {
+                        notifyEnd(true);
+                        throw new TransactionSessionException(this.transactionalId, "commitTransaction() failed ("
+                                + ex + "), but transaction " + handedOut + " was committed by another committer of "
+                                + "its prepared identity: its records and offsets are visible. Close this session.",
+                                ex);
+                    }
+                    notifyUnknown();
+                    throw new TransactionSessionException(this.transactionalId, "commitTransaction() failed (" + ex
+                            + ") and whether transaction " + handedOut + " was committed by another committer cannot "
+                            + "be read now: its outcome is UNKNOWN. Close this session.", ex);
+                }
+            }
             throw failed(SessionOperation.COMMIT, from, ex);
         }
     }
@@ -900,7 +926,13 @@ public final class TransactionSession implements AutoCloseable {
                 forceState(SessionState.FATAL_ERROR);
                 if (!isResumed()) {
                     this.producerIdentity = null;
-                    notifyEnd(false);
+                    PreparedTransaction handedOut = this.txn;
+                    if (handedOut != null && !handedOut.isEmpty()) {
+                        notifyUnknown(); // its identity was handed out: someone may have committed it
+                    }
+                    else {
+                        notifyEnd(false);
+                    }
                 }
             }
         }
@@ -945,8 +977,9 @@ public final class TransactionSession implements AutoCloseable {
                 case OPEN, COMMITTING, COMMITTED -> null; // COMMIT*: completed by another committer of this prepare
                 case ABORTED -> new TransactionLostException(this.transactionalId, "heartbeat() found it. " + seen,
                         null);
+                // moved on: this session can no longer commit it, but a committer of the handed-out identity may have
                 default -> new SessionFencedException(this.transactionalId, "heartbeat() (the transaction " + open
-                        + " is no longer the coordinator's latest; " + seen + ")", null);
+                        + " is no longer the coordinator's latest, its outcome is unknown; " + seen + ")", null);
             };
         }
         if (known == null) {
@@ -1028,9 +1061,11 @@ public final class TransactionSession implements AutoCloseable {
     /**
      * Closes the session <em>without</em> ending its transaction: an open or prepared transaction stays as it is at
      * the coordinator, for another process to finish ({@link #resume}) or for the coordinator to abort after
-     * {@code transaction.timeout.ms}; participants are not told (a bound consumer keeps its position). For a prepared
-     * transaction whose outcome is in doubt (a two-phase commit may have decided to commit it): aborting it here
-     * could undo a decided commit. Resources are closed as by {@link #close(Duration)}.
+     * {@code transaction.timeout.ms}. Participants are told the outcome is unknown: a bound consumer goes back to its
+     * group's committed offsets before its next poll; a bound share consumer releases its records (they may be
+     * delivered again if the transaction commits). For a prepared transaction whose outcome is in doubt (a two-phase
+     * commit may have decided to commit it): aborting it here could undo a decided commit. Resources are closed as by
+     * {@link #close(Duration)}.
      */
     public void abandon() {
         close(this.config.closeTimeout(), false);
@@ -1057,6 +1092,10 @@ public final class TransactionSession implements AutoCloseable {
             try {
                 if (settle) {
                     settleOnClose();
+                }
+                else if (this.participantsOwedAbort) {
+                    this.participantsOwedAbort = false;
+                    notifyEnd(false); // it failed without a commit and could not tell them yet
                 }
                 else if (isOpen(this.state)) {
                     log.info("Transaction session '{}' abandoned with its transaction {} {}: left for another process "
@@ -1501,7 +1540,7 @@ public final class TransactionSession implements AutoCloseable {
                     + "synchronously, or a participant); it would wait for itself. Call it after send() returns, or "
                     + "from another thread.");
         }
-        if (this.producer != null && Thread.currentThread().getName().startsWith(PRODUCER_IO_THREAD)) {
+        if (this.producer != null && Thread.currentThread().getName().equals(this.producerIoThread)) {
             throw new IllegalStateException("Transaction session '" + this.transactionalId + "': " + operation.call()
                     + " was called from the producer's I/O thread (a send callback); the call needs that thread "
                     + "and would wait for itself. Hand the call to another thread.");

@@ -180,6 +180,10 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
                         + "' (state " + current.state() + "): its open transaction consumed from "
                         + this.windowEnd.keySet() + ". Commit or abort it first.");
             }
+            if (current.state() == SessionState.FATAL_ERROR && !this.windowStart.isEmpty()) {
+                // the session failed without a commit and could not tell this consumer yet: rewind now
+                this.participant.afterAbort(current);
+            }
             current.removeParticipant(this.participant);
             this.session = null;
             clearWindow();
@@ -203,7 +207,10 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
             applyPendingRewind();
             ConsumerRecords<K, V> records = this.delegate.poll(timeout);
             synchronized (this.track) {
-                Set<TopicPartition> rewound = applyPendingRewind();
+                // no network call here: a reseek that arrived during the poll drops those partitions' records and
+                // is applied by the next poll, before it fetches
+                Set<TopicPartition> rewound = new java.util.HashSet<>(applyPendingRewindLocally());
+                rewound.addAll(this.pendingReseek.keySet());
                 if (!rewound.isEmpty()) {
                     records = without(records, rewound);
                 }
@@ -245,7 +252,21 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
         return new ConsumerRecords<>(kept, next);
     }
 
-    /** Applies rewinds left by an abort that ran during a poll; caller holds {@link #access}. */
+    /** Applies only the rewinds an abort left (local seeks, no network call); caller holds access and track. */
+    private Set<TopicPartition> applyPendingRewindLocally() {
+        if (this.pendingRewind.isEmpty()) {
+            return Set.of();
+        }
+        Map<TopicPartition, OffsetAndMetadata> rewind = new HashMap<>(this.pendingRewind);
+        this.pendingRewind.clear();
+        seekAll(rewind);
+        return rewind.keySet();
+    }
+
+    /**
+     * Applies rewinds left by an abort that ran during a poll, and reseeks after an unknown outcome (reading the
+     * group's committed offsets, which may wait); caller holds {@link #access}, not {@link #track}.
+     */
     private Set<TopicPartition> applyPendingRewind() {
         Map<TopicPartition, OffsetAndMetadata> reseek;
         synchronized (this.track) {
