@@ -15,8 +15,9 @@ public enum SessionState {
     IN_TRANSACTION,
 
     /**
-     * The transaction is prepared (flushed, offsets sent, identity handed out) or was resumed from another process:
-     * only commit, abort or complete may follow.
+     * The transaction is prepared (flushed, offsets sent, identity handed out), was resumed from another process, or
+     * its commit timed out while kafka-clients still holds the commit request: only commit, abort or complete may
+     * follow.
      */
     PREPARED,
 
