@@ -15,6 +15,7 @@ import org.jspecify.annotations.Nullable;
 
 import org.springframework.transaction.HeuristicCompletionException;
 import org.springframework.transaction.TransactionSystemException;
+import org.springframework.transaction.TransactionTimedOutException;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
@@ -25,7 +26,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * <pre>
  * Spring callback        what happens to the Kafka transaction
  * ---------------------  ------------------------------------------------------------------------------------
- * beforeCommit           prepare (flush, offsets, check every send); two-phase: write the decision through the
+ * beforeCommit           a send that passed the transaction's deadline fails the commit (the database rolls back);
+ *                        prepare (flush, offsets, check every send); two-phase: write the decision through the
  *                        transaction's own connection. A failure here rolls the database back too.
  * (database commits)
  * afterCommit            complete (commit); two-phase: a failure is settled from the decision at once, then the
@@ -98,6 +100,12 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                     + "after the Kafka session of '" + session.transactionalId() + "' joined it: Kafka transactions "
                     + "have no savepoints, so its records cannot be undone in part. The whole transaction rolls back; "
                     + "use REQUIRES_NEW for work that must fail on its own.");
+        }
+        if (this.holder.isRollbackOnly()) {
+            // a send failed the transaction's deadline: the database must not commit without the Kafka side
+            throw new TransactionTimedOutException("The Kafka session '" + session.transactionalId() + "' of this "
+                    + "transaction passed the transaction's deadline (" + this.holder.getDeadline() + "); the whole "
+                    + "transaction rolls back");
         }
         PreparedTransaction p = session.prepareTransaction();
         this.prepared = p;

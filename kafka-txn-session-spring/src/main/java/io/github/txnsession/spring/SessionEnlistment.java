@@ -1,6 +1,7 @@
 package io.github.txnsession.spring;
 
 import java.time.Duration;
+import java.util.Date;
 import java.util.List;
 import java.util.Objects;
 
@@ -9,6 +10,7 @@ import org.jspecify.annotations.Nullable;
 
 import org.springframework.kafka.core.KafkaResourceHolder;
 import org.springframework.transaction.CannotCreateTransactionException;
+import org.springframework.transaction.support.ResourceHolderSupport;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 /**
@@ -95,10 +97,33 @@ public class SessionEnlistment {
         }
         SessionResourceHolder holder = new SessionResourceHolder(lease, began);
         holder.setSynchronizedWithTransaction(true);
+        applyDatabaseDeadline(holder);
         TransactionSynchronizationManager.bindResource(this.pool, holder);
         TransactionSynchronizationManager.registerSynchronization(
                 new EnlistedSessionSynchronization(this.pool, holder, this.twoPhase, this.observers));
         return holder;
+    }
+
+    /**
+     * The transaction's timeout ({@code @Transactional(timeout = ...)}, {@code TransactionTemplate.setTimeout},
+     * {@code spring.transaction.default-timeout}) is known only to the manager that began it, which puts it on the
+     * resource it binds (JDBC's {@code ConnectionHolder}, JPA's {@code EntityManagerHolder}): the session takes the
+     * earliest deadline found there, so a send after it fails with {@code TransactionTimedOutException} (and the
+     * whole transaction rolls back), as the database's next statement would.
+     */
+    private static void applyDatabaseDeadline(SessionResourceHolder holder) {
+        Date earliest = null;
+        for (Object resource : TransactionSynchronizationManager.getResourceMap().values()) {
+            if (resource instanceof ResourceHolderSupport r && r != holder && r.hasTimeout()) {
+                Date deadline = r.getDeadline();
+                if (deadline != null && (earliest == null || deadline.before(earliest))) {
+                    earliest = deadline;
+                }
+            }
+        }
+        if (earliest != null) {
+            holder.setTimeoutInMillis(Math.max(0, earliest.getTime() - System.currentTimeMillis()));
+        }
     }
 
     /**
