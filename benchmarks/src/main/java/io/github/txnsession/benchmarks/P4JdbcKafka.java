@@ -8,10 +8,10 @@ import javax.sql.DataSource;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
+import io.github.txnsession.spring.CommitPhase;
+import io.github.txnsession.spring.CommitPhaseListener;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.TransactionSessionPool;
-import io.github.txnsession.spring.jdbc.CommitPhase;
-import io.github.txnsession.spring.jdbc.CommitPhaseListener;
 import io.github.txnsession.spring.jdbc.DecisionLog;
 import io.github.txnsession.spring.jdbc.JdbcKafkaTransactionManager;
 import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;

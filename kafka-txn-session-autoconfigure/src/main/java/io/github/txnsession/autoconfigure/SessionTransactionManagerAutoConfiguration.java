@@ -6,6 +6,7 @@ import java.util.Map;
 
 import javax.sql.DataSource;
 
+import io.github.txnsession.spring.CommitPhaseListener;
 import io.github.txnsession.spring.DatabaseSessionTransactionManager;
 import io.github.txnsession.spring.SessionEnlistment;
 import io.github.txnsession.spring.SessionProducerFactory;
@@ -13,7 +14,6 @@ import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.SessionTransactionObserver;
 import io.github.txnsession.spring.TransactionSessionPool;
 import io.github.txnsession.spring.TwoPhaseDecision;
-import io.github.txnsession.spring.jdbc.CommitPhaseListener;
 import io.github.txnsession.spring.jdbc.DecisionLog;
 import io.github.txnsession.spring.jdbc.JdbcKafkaTransactionManager;
 import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
@@ -200,9 +200,11 @@ public class SessionTransactionManagerAutoConfiguration {
         @ConditionalOnMissingBean
         SessionEnlistment sessionEnlistment(TransactionSessionPool pool, ListableBeanFactory beans,
                 TransactionSessionProperties properties, ObjectProvider<TwoPhaseDecision> twoPhase,
-                ObjectProvider<SessionTransactionObserver> observers) {
+                ObjectProvider<SessionTransactionObserver> observers,
+                ObjectProvider<CommitPhaseListener> phaseListeners) {
             SessionEnlistment enlistment = new SessionEnlistment(pool, twoPhase.getIfAvailable());
             enlistment.setObservers(observers.orderedStream().toList());
+            enlistment.setCommitPhaseListeners(phaseListeners.orderedStream().toList());
             sessionProducerFactory(pool, beans, properties).setEnlistment(enlistment);
             log.info("Kafka transaction sessions join the application's transaction manager: {} mode",
                     twoPhase.getIfAvailable() == null ? "best-effort" : "two-phase");

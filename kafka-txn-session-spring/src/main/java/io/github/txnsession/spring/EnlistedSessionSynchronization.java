@@ -46,6 +46,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     private final SessionResourceHolder holder;
     private final @Nullable TwoPhaseDecision twoPhase;
     private final List<SessionTransactionObserver> observers;
+    private final List<CommitPhaseListener> phaseListeners;
     private @Nullable PreparedTransaction prepared;
     private @Nullable List<Object> suspended;
     private boolean committed;
@@ -53,11 +54,13 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     private boolean savepointRolledBack;
 
     EnlistedSessionSynchronization(TransactionSessionPool pool, SessionResourceHolder holder,
-            @Nullable TwoPhaseDecision twoPhase, List<SessionTransactionObserver> observers) {
+            @Nullable TwoPhaseDecision twoPhase, List<SessionTransactionObserver> observers,
+            List<CommitPhaseListener> phaseListeners) {
         this.pool = pool;
         this.holder = holder;
         this.twoPhase = twoPhase;
         this.observers = observers;
+        this.phaseListeners = phaseListeners;
     }
 
     @Override
@@ -107,11 +110,32 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                     + "transaction passed the transaction's deadline (" + this.holder.getDeadline() + "); the whole "
                     + "transaction rolls back");
         }
+        phase(CommitPhase.BEFORE_PREPARE, session);
         PreparedTransaction p = session.prepareTransaction();
         this.prepared = p;
+        phase(CommitPhase.AFTER_PREPARE, session);
         if (this.twoPhase != null && !p.isEmpty()) {
             this.twoPhase.record(session.transactionalId(), p);
             this.holder.markDecisionMayBeCommitted();
+            phase(CommitPhase.AFTER_LOG_INSERT, session);
+        }
+    }
+
+    /** Before the decision: a failing listener fails the commit, as a crash at that point would. */
+    private void phase(CommitPhase phase, TransactionSession session) {
+        for (CommitPhaseListener listener : this.phaseListeners) {
+            listener.reached(phase, session.transactionalId());
+        }
+    }
+
+    /** After the decision a failing listener must not change the outcome: it is logged only. */
+    private void phaseAfterDecision(CommitPhase phase, TransactionSession session) {
+        try {
+            phase(phase, session);
+        }
+        catch (RuntimeException ex) {
+            logger.warn("Commit phase listener failed at " + phase + " of session '" + session.transactionalId()
+                    + "'", ex);
         }
     }
 
@@ -127,6 +151,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                     + "while it was committing (a send from a beforeCommit callback), after its decision was made: it "
                     + "commits best effort, and a crash now loses it. Send before the commit starts.");
         }
+        phaseAfterDecision(CommitPhase.AFTER_JDBC_COMMIT, session);
         long start = System.nanoTime();
         try {
             if (p != null) {
@@ -156,8 +181,10 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                     new TransactionSystemException("The database committed, but the Kafka transaction of session '"
                             + session.transactionalId() + "' did not: " + ex.getMessage(), ex));
         }
+        phaseAfterDecision(CommitPhase.AFTER_KAFKA_COMMIT, session);
         if (this.twoPhase != null && p != null && !p.isEmpty()) {
             this.twoPhase.clear(session.transactionalId(), p);
+            phaseAfterDecision(CommitPhase.AFTER_LOG_CLEAR, session);
         }
         long end = System.nanoTime();
         for (SessionTransactionObserver o : this.observers) {

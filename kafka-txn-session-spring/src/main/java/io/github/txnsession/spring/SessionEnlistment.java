@@ -41,6 +41,7 @@ public class SessionEnlistment {
     private final TransactionSessionPool pool;
     private final @Nullable TwoPhaseDecision twoPhase;
     private volatile List<SessionTransactionObserver> observers = List.of();
+    private volatile List<CommitPhaseListener> phaseListeners = List.of();
 
     /**
      * @param pool the sessions to enlist
@@ -54,6 +55,14 @@ public class SessionEnlistment {
     /** @param observers told how each enlisted transaction ended (metrics, health) */
     public void setObservers(List<? extends SessionTransactionObserver> observers) {
         this.observers = List.copyOf(observers);
+    }
+
+    /**
+     * @param listeners told as each enlisted commit passes each {@link CommitPhase} (tracing, failure tests); the
+     *        decision-log phases only in two-phase mode
+     */
+    public void setCommitPhaseListeners(List<? extends CommitPhaseListener> listeners) {
+        this.phaseListeners = List.copyOf(listeners);
     }
 
     /** @return the pool whose sessions are enlisted */
@@ -100,7 +109,8 @@ public class SessionEnlistment {
         applyDatabaseDeadline(holder);
         TransactionSynchronizationManager.bindResource(this.pool, holder);
         TransactionSynchronizationManager.registerSynchronization(
-                new EnlistedSessionSynchronization(this.pool, holder, this.twoPhase, this.observers));
+                new EnlistedSessionSynchronization(this.pool, holder, this.twoPhase, this.observers,
+                        this.phaseListeners));
         return holder;
     }
 

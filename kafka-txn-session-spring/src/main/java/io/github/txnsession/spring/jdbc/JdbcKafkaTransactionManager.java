@@ -10,6 +10,8 @@ import javax.sql.DataSource;
 import io.github.txnsession.kafka.CompletionOutcome;
 import io.github.txnsession.kafka.PreparedTransaction;
 import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.spring.CommitPhase;
+import io.github.txnsession.spring.CommitPhaseListener;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.SessionResourceHolder;
 import io.github.txnsession.spring.SessionTransactionManager;

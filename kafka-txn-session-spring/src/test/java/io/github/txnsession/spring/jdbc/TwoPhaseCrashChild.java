@@ -3,6 +3,8 @@ package io.github.txnsession.spring.jdbc;
 import java.util.List;
 import java.util.Map;
 
+import io.github.txnsession.spring.CommitPhase;
+
 /**
  * Child JVM of the crash matrix: places {@code okCount} orders, then dies with {@code Runtime.halt} when the commit
  * of the next order reaches {@code phase}.

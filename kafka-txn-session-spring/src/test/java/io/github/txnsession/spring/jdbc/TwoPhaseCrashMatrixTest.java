@@ -12,6 +12,7 @@ import javax.sql.DataSource;
 
 import io.github.txnsession.kafka.test.ChildJvm;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
+import io.github.txnsession.spring.CommitPhase;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.junit.jupiter.api.Test;
 

@@ -1,0 +1,131 @@
+package io.github.txnsession.boot.compat;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+
+import javax.sql.DataSource;
+
+import io.github.txnsession.kafka.test.ChildJvm;
+import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
+import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import io.github.txnsession.spring.CommitPhase;
+import io.github.txnsession.spring.jdbc.DecisionLog;
+import io.github.txnsession.spring.jdbc.RecoveryReport;
+import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.api.io.TempDir;
+
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The crash matrix of the two-phase commit on the JPA path: a Spring Boot child JVM with Spring Data JPA (Boot's
+ * {@code JpaTransactionManager}, the Kafka session enlisted in it, the decision row on JPA's connection) is killed
+ * ({@code Runtime.halt}) at every commit phase; after recovery the orders in the database and the events a
+ * {@code read_committed} consumer sees are the same set, without duplicates, on H2 and PostgreSQL. Repetitions per
+ * phase: system property {@code crash.repetitions} (default build 1; profile {@code crash-full} 10).
+ */
+class JpaTwoPhaseCrashMatrixTest {
+
+    private static final Duration CHILD_TIMEOUT = Duration.ofSeconds(120);
+
+    @RegisterExtension
+    static final KafkaClusterExtension kafka = KafkaClusterExtension.withBrokers(1);
+
+    @TempDir
+    static Path dir;
+
+    static EmbeddedPostgres postgres;
+
+    @BeforeAll
+    static void startPostgres() throws IOException {
+        postgres = EmbeddedPostgres.builder().start();
+    }
+
+    @AfterAll
+    static void stopPostgres() throws IOException {
+        if (postgres != null) {
+            postgres.close();
+        }
+    }
+
+    @Test
+    void h2() {
+        // WRITE_DELAY=0: H2 otherwise writes a commit to disk up to a second after reporting it
+        crashAtEveryPhase("jdbc:h2:file:" + dir.resolve("orders").toAbsolutePath() + ";AUTO_SERVER=TRUE;WRITE_DELAY=0",
+                "sa");
+    }
+
+    @Test
+    void postgresql() {
+        crashAtEveryPhase(postgres.getJdbcUrl("postgres", "postgres"), "postgres");
+    }
+
+    private void crashAtEveryPhase(String jdbcUrl, String user) {
+        int repetitions = Integer.getInteger("crash.repetitions", 1);
+        long seed = System.nanoTime();
+        Random random = new Random(seed);
+        String topic = EmbeddedKafkaCluster.uniqueName("jpa-orders");
+        kafka.cluster().createTopic(topic, 2);
+        String prefix = EmbeddedKafkaCluster.uniqueName("jpa-crash") + "-";
+        DataSource dataSource = new DriverManagerDataSource(jdbcUrl, user, "");
+        JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+        jdbc.execute("CREATE TABLE IF NOT EXISTS compat_order (id VARCHAR(255) PRIMARY KEY)");
+        jdbc.update("DELETE FROM compat_order WHERE id LIKE 'order-%'");
+        DecisionLog log = new DecisionLog();
+        log.createTableIfMissing(dataSource);
+        Map<CommitPhase, Integer> crashes = new EnumMap<>(CommitPhase.class);
+        int nextId = 0;
+        for (int rep = 0; rep < repetitions; rep++) {
+            for (CommitPhase phase : CommitPhase.values()) {
+                int okCount = random.nextInt(3);
+                String crashedOrder = "order-" + (nextId + okCount);
+                try (ChildJvm child = ChildJvm.start(JpaCrashChild.class, kafka.bootstrapServers(), jdbcUrl, prefix,
+                        topic, phase.name(), String.valueOf(okCount), String.valueOf(nextId))) {
+                    assertThat(child.awaitLine("CRASH", CHILD_TIMEOUT)).startsWith("CRASH " + phase);
+                    assertThat(child.awaitExit(CHILD_TIMEOUT)).isEqualTo(137);
+                }
+                nextId += okCount + 1;
+                crashes.merge(phase, 1, Integer::sum);
+
+                // the application restarts: recovery runs before any session is handed out
+                TwoPhaseRecovery recovery = new TwoPhaseRecovery(dataSource, log, prefix, 2,
+                        kafka.cluster().clientConfigs(), null);
+                RecoveryReport report = recovery.recover();
+                assertThat(report.lost()).as("lost after a crash at %s (seed %d)", phase, seed).isEmpty();
+                assertThat(report.failed()).isEmpty();
+                assertThat(log.findByPrefix(dataSource, prefix)).isEmpty();
+
+                List<String> inDatabase = jdbc.queryForList("SELECT id FROM compat_order WHERE id LIKE 'order-%'",
+                        String.class);
+                List<String> inKafka = new ArrayList<>();
+                for (ConsumerRecord<String, String> r : kafka.cluster().readCommitted(topic)) {
+                    inKafka.add(r.key());
+                }
+                assertThat(inKafka).as("no duplicate events (seed %d)", seed).doesNotHaveDuplicates();
+                assertThat(new HashSet<>(inKafka)).as("events == orders after a crash at %s (seed %d)", phase, seed)
+                    .isEqualTo(new HashSet<>(inDatabase));
+                boolean decided = phase.compareTo(CommitPhase.AFTER_JDBC_COMMIT) >= 0;
+                assertThat(inDatabase.contains(crashedOrder)).as("%s committed after a crash at %s", crashedOrder,
+                        phase).isEqualTo(decided);
+            }
+        }
+        System.out.printf("CRASH-MATRIX JPA %s: %s repetitions, crashes %s, %d orders in both stores, seed %d%n",
+                jdbcUrl.startsWith("jdbc:h2") ? "H2" : "PostgreSQL", repetitions, crashes,
+                jdbc.queryForObject("SELECT COUNT(*) FROM compat_order WHERE id LIKE 'order-%'", Integer.class), seed);
+    }
+}
