@@ -18,6 +18,7 @@ import io.github.txnsession.boot.compat.CompatApp.NewOrders;
 import io.github.txnsession.boot.compat.CompatApp.Orders;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import io.github.txnsession.spring.SessionTransactionCounters;
 import io.github.txnsession.spring.TransactionSessionPool;
 import io.github.txnsession.spring.jdbc.DecisionLog;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
@@ -310,6 +311,10 @@ class CompatibilityMatrixTest {
 
         void close() {
             if (this.context != null) {
+                // the observers are wired in every mode: health and metrics see the enlisted transactions
+                SessionTransactionCounters counters = this.context.getBean(SessionTransactionCounters.class);
+                assertThat(counters.commits()).as("commits counted").isPositive();
+                assertThat(counters.rollbacks()).as("rollbacks counted").isPositive();
                 if (this.settings == Settings.TWO_PHASE) {
                     assertThat(jdbc().queryForObject("SELECT COUNT(*) FROM " + DecisionLog.DEFAULT_TABLE,
                             Integer.class)).as("decision rows left").isZero();
