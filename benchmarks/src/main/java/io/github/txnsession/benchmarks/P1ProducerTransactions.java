@@ -296,7 +296,7 @@ final class P1ProducerTransactions {
         for (int t = 0; t < MAX_THREADS; t++) {
             Map<String, Object> c = this.bench.producerConfigs();
             c.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "p1-core-" + t);
-            TransactionSession s = new TransactionSession(c);
+            TransactionSession s = TransactionSession.open(c);
             s.initialize();
             sessions.add(s);
             producers.add(new SessionProducer<>(s, new StringSerializer(), new StringSerializer()));

@@ -191,7 +191,7 @@ final class P2ConsumeProcessProduce {
     private Competitor bound() {
         Map<String, Object> pc = this.bench.producerConfigs();
         pc.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "p2-bound");
-        TransactionSession session = new TransactionSession(pc);
+        TransactionSession session = TransactionSession.open(pc);
         session.initialize();
         SessionProducer<String, String> producer = new SessionProducer<>(session, new StringSerializer(),
                 new StringSerializer());

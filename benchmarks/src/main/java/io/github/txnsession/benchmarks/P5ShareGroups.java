@@ -58,7 +58,7 @@ final class P5ShareGroups {
         KafkaProducer<String, String> plain = new KafkaProducer<>(this.bench.producerConfigs());
         Map<String, Object> sc = this.bench.producerConfigs();
         sc.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "p5-session");
-        TransactionSession session = new TransactionSession(sc);
+        TransactionSession session = TransactionSession.open(sc);
         session.initialize();
         SessionProducer<String, String> bound = new SessionProducer<>(session, new StringSerializer(),
                 new StringSerializer());

@@ -13,6 +13,7 @@ import io.github.txnsession.spring.CurrentTransactionSession;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.SessionTransactionCounters;
 import io.github.txnsession.spring.TransactionSessionPool;
+import io.github.txnsession.spring.TransactionSessionProxy;
 import io.github.txnsession.spring.TransactionalConsumerFactory;
 import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -51,7 +52,11 @@ import org.springframework.util.StringUtils;
  * {@code KafkaTemplate} sends into the current session (serializers from {@code spring.kafka.producer.*});</li>
  * <li>the transaction manager: see {@link SessionTransactionManagerAutoConfiguration} (the application's own manager
  * is kept when it has one);</li>
- * <li>{@link CurrentTransactionSession}: the session of the current transaction;</li>
+ * <li>{@link TransactionSession} {@code transactionSession}: the session of the current transaction, a
+ * transaction-scoped proxy ({@link TransactionSessionProxy}) that refuses the calls the transaction manager drives;
+ * </li>
+ * <li>{@link CurrentTransactionSession}: the session of the current transaction as an accessor, whose
+ * {@code get()} returns the session itself (to bind producers and consumers to);</li>
  * <li>{@link TransactionalConsumerFactory}: transactional consumers and share consumers (connection settings from
  * {@code spring.kafka.consumer.*}) bound to the current transaction, for programmatic loops and
  * {@link io.github.txnsession.spring.SessionShareListenerContainer}s;</li>
@@ -128,7 +133,17 @@ public class TransactionSessionAutoConfiguration {
         return producerFactory(pool, kafkaProperties, connectionDetails.getIfAvailable());
     }
 
-    /** @return the session of the current transaction */
+    /**
+     * @return the session of the current transaction as a {@link TransactionSession}: a transaction-scoped proxy. No
+     *         destroy method: the pool closes the sessions, and the proxy refuses {@code close()}
+     */
+    @Bean(destroyMethod = "")
+    @ConditionalOnMissingBean(TransactionSession.class)
+    public TransactionSession transactionSession(TransactionSessionPool pool) {
+        return TransactionSessionProxy.create(pool);
+    }
+
+    /** @return the session of the current transaction, as an accessor */
     @Bean
     @ConditionalOnMissingBean
     public CurrentTransactionSession currentTransactionSession(TransactionSessionPool pool) {

@@ -9,6 +9,7 @@ import io.github.txnsession.spring.CurrentTransactionSession;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.TransactionSessionPool;
+import io.github.txnsession.spring.TransactionSessionProxy;
 import io.github.txnsession.spring.TransactionalConsumerFactory;
 import org.apache.kafka.common.serialization.Serializer;
 import org.junit.jupiter.api.Test;
@@ -27,6 +28,7 @@ import org.springframework.kafka.core.ProducerFactory;
 import org.springframework.transaction.PlatformTransactionManager;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatIllegalStateException;
 
 /**
  * The auto-configuration's beans, conditions and property validation. No broker is needed: the pool creates
@@ -76,6 +78,15 @@ class TransactionSessionAutoConfigurationTest {
                 assertThat(manager.getDefaultTimeout()).isEqualTo(7);
                 assertThat(manager.getProducerFactory()).isSameAs(context.getBean(ProducerFactory.class));
                 assertThat(context).hasSingleBean(CurrentTransactionSession.class);
+                assertThat(context).hasSingleBean(TransactionSession.class);
+                TransactionSession session = context.getBean(TransactionSession.class);
+                assertThat(TransactionSessionProxy.isProxy(session)).isTrue();
+                assertThat(session.toString()).contains(pool.toString()).contains("no transaction");
+                assertThatIllegalStateException().isThrownBy(session::transactionalId)
+                    .withMessageContaining("No transaction session is bound");
+                // the proxy refuses close(): Spring must not call it at shutdown (the pool closes the sessions)
+                assertThat(context.getBeanFactory().getBeanDefinition("transactionSession").getDestroyMethodName())
+                    .isNullOrEmpty();
                 assertThat(context).hasSingleBean(TransactionalConsumerFactory.class);
                 assertThat(context).hasSingleBean(TransactionSessionHealthIndicator.class);
                 assertThat(context).hasSingleBean(TransactionSessionMetrics.class);
@@ -130,11 +141,13 @@ class TransactionSessionAutoConfigurationTest {
             assertThat(context.getBean(TransactionSessionPool.class)).isSameAs(context.getBean("userPool"));
             assertThat(context.getBean(SessionTransactionManager.class)).isSameAs(context.getBean("userManager"));
             assertThat(context.getBean(CurrentTransactionSession.class)).isSameAs(context.getBean("userCurrent"));
+            assertThat(context.getBean(TransactionSession.class)).isSameAs(context.getBean("userSession"));
             assertThat(context.getBean(ProducerFactory.class)).isSameAs(context.getBean("userFactory"));
             assertThat(context).doesNotHaveBean("transactionSessionPool")
                 .doesNotHaveBean("sessionTransactionManager")
                 .doesNotHaveBean("kafkaProducerFactory")
-                .doesNotHaveBean("currentTransactionSession");
+                .doesNotHaveBean("currentTransactionSession")
+                .doesNotHaveBean("transactionSession");
         });
     }
 
@@ -270,6 +283,11 @@ class TransactionSessionAutoConfigurationTest {
         @Bean
         CurrentTransactionSession userCurrent(TransactionSessionPool pool) {
             return new CurrentTransactionSession(pool);
+        }
+
+        @Bean(destroyMethod = "")
+        TransactionSession userSession(TransactionSessionPool pool) {
+            return TransactionSessionProxy.create(pool);
         }
     }
 

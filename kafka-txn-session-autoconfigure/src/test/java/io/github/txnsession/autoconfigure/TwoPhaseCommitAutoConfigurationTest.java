@@ -177,7 +177,7 @@ class TwoPhaseCommitAutoConfigurationTest {
         Map<String, Object> configs = kafka.cluster().clientConfigs();
         configs.put("transactional.id", txnId);
         configs.put("transaction.timeout.ms", timeoutMs);
-        TransactionSession session = new TransactionSession(configs);
+        TransactionSession session = TransactionSession.open(configs);
         session.initialize();
         session.beginTransaction();
         new SessionProducer<>(session, new StringSerializer(), new StringSerializer())

@@ -13,21 +13,24 @@ import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
 /**
  * The session of the current {@link SessionTransactionManager} transaction, as one shared bean: inject it once and
  * call it from any {@code @Transactional} method; each call goes to the session bound to the calling thread, like
  * Spring's shared {@code EntityManager} proxy.
  *
- * <p>Why an accessor and not a {@code TransactionSession} proxy: {@link TransactionSession} is a final class (its
- * thread-safety and state machine must not be overridden), so it cannot be proxied by subclassing, and it implements
- * no interface to proxy instead. This type offers the calls that make sense inside a managed transaction (identity,
- * {@link #prepareTransaction()}, {@link #heartbeat()}, {@link #sendOffsetsToTransaction},
- * {@link #addShareAcksToTransaction}), and {@link #get()} for
- * everything else the session offers. It does not offer begin, commit, abort or close: the transaction manager
- * drives those.
+ * <p>To inject the session as a {@link TransactionSession} instead, use {@link TransactionSessionProxy} (Boot's
+ * auto-configuration registers one as the {@code TransactionSession} bean): it offers every method of the session
+ * and refuses the ones the transaction manager drives. This accessor stays for code written against it, and for what
+ * the proxy cannot give: {@link #get()} returns the session itself, the object to bind producers and consumers to
+ * (they refuse the proxy), and {@link #find()} and {@link #isActive()} ask without failing. It offers the calls that
+ * make sense inside a managed transaction (identity, {@link #prepareTransaction()}, {@link #heartbeat()},
+ * {@link #sendOffsetsToTransaction}, {@link #addShareAcksToTransaction}); it does not offer begin, commit, abort or
+ * close: the transaction manager drives those.
  *
- * <p>Outside a session transaction every call throws {@link IllegalStateException} saying so; {@link #find()} and
- * {@link #isActive()} ask without failing.
+ * <p>Outside a session transaction every call but {@link #find()} and {@link #isActive()} throws
+ * {@link IllegalStateException} saying so.
  */
 public final class CurrentTransactionSession {
 
@@ -39,19 +42,30 @@ public final class CurrentTransactionSession {
     }
 
     /**
-     * @return the session of the calling thread's transaction
+     * @return the session of the calling thread's transaction: the session itself (never a proxy), so it can be bound
+     *         to a {@link io.github.txnsession.kafka.SessionProducer} or a transactional consumer
      * @throws IllegalStateException outside a session transaction
      */
     public TransactionSession get() {
         SessionResourceHolder holder = SessionResourceHolder.current(this.pool);
         if (holder == null) {
-            throw new IllegalStateException("No transaction session is bound to thread '"
-                    + Thread.currentThread().getName() + "': call this from a method that runs in a transaction of "
-                    + "the SessionTransactionManager over pool " + this.pool + " (@Transactional with propagation "
-                    + "REQUIRED or REQUIRES_NEW, or a TransactionTemplate); with SUPPORTS or NOT_SUPPORTED there may "
-                    + "be no session");
+            throw new IllegalStateException(noSessionMessage(this.pool));
         }
         return holder.session();
+    }
+
+    /** What a call outside a session transaction is told; shared with {@link TransactionSessionProxy}. */
+    static String noSessionMessage(TransactionSessionPool pool) {
+        String message = "No transaction session is bound to thread '" + Thread.currentThread().getName() + "': call "
+                + "this from a method that runs in a transaction of the SessionTransactionManager over pool " + pool
+                + " (@Transactional with propagation REQUIRED or REQUIRES_NEW, or a TransactionTemplate); with "
+                + "SUPPORTS or NOT_SUPPORTED there may be no session";
+        if (TransactionSynchronizationManager.isActualTransactionActive()) {
+            message += ". A transaction of another transaction manager is active on this thread: when sessions are "
+                    + "enlisted in the application's own (JDBC, JPA) transactions, a session joins at the "
+                    + "transaction's first Kafka send, so there is none before it";
+        }
+        return message;
     }
 
     /** @return the session of the calling thread's transaction, if there is one */

@@ -300,7 +300,7 @@ public final class TransactionSessionPool implements AutoCloseable {
     private TransactionSession createSession(String transactionalId) {
         Map<String, Object> configs = new HashMap<>(this.sessionConfigs);
         configs.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
-        TransactionSession session = new TransactionSession(configs);
+        TransactionSession session = TransactionSession.open(configs);
         try {
             this.listeners.forEach(session::addListener);
             session.initialize();

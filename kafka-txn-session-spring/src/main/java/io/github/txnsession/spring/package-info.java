@@ -2,8 +2,9 @@
  * Spring integration of transaction sessions: a bounded {@link io.github.txnsession.spring.TransactionSessionPool},
  * the {@link io.github.txnsession.spring.SessionTransactionManager} that runs Spring transactions on its sessions, a
  * {@link io.github.txnsession.spring.SessionProducerFactory} through which unchanged {@code KafkaTemplate} code and
- * listener containers write into the current session, and
- * {@link io.github.txnsession.spring.CurrentTransactionSession}, the session of the current transaction as a bean.
+ * listener containers write into the current session, and the session of the current transaction as a bean:
+ * {@link io.github.txnsession.spring.TransactionSessionProxy}, a transaction-scoped {@code TransactionSession}, and
+ * {@link io.github.txnsession.spring.CurrentTransactionSession}, an accessor that also hands out the session itself.
  */
 @NullMarked
 package io.github.txnsession.spring;

@@ -116,7 +116,7 @@ class TransactionSessionPoolTest {
             lease.release();
             Map<String, Object> configs = new HashMap<>(kafka.cluster().clientConfigs());
             configs.put("transactional.id", prefix + "0");
-            try (TransactionSession intruder = new TransactionSession(configs)) {
+            try (TransactionSession intruder = TransactionSession.open(configs)) {
                 intruder.initialize(); // fences the pool's session
             }
             PooledSession fenced = pool.acquire();

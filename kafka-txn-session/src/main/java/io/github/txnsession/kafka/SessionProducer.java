@@ -42,21 +42,24 @@ import org.jspecify.annotations.Nullable;
  */
 public class SessionProducer<K, V> implements Producer<K, V> {
 
-    private final TransactionSession session;
+    private final KafkaTransactionSession session;
     private final Serializer<K> keySerializer;
     private final Serializer<V> valueSerializer;
     private volatile boolean closed;
 
     /**
-     * @param session the session to send through; it must be a live session
+     * @param session the session to send through; it must be a live session created by
+     *        {@link TransactionSession#open}, not an object that stands for one (such as a transaction-scoped proxy)
      * @param keySerializer serializes keys (already configured)
      * @param valueSerializer serializes values (already configured)
+     * @throws IllegalArgumentException if {@code session} is not a session created by {@link TransactionSession#open}
+     * @throws IllegalStateException if {@code session} is a resumed session (it has no producer)
      */
     public SessionProducer(TransactionSession session, Serializer<K> keySerializer, Serializer<V> valueSerializer) {
-        this.session = Objects.requireNonNull(session, "session");
+        this.session = KafkaTransactionSession.of(session);
         this.keySerializer = Objects.requireNonNull(keySerializer, "keySerializer");
         this.valueSerializer = Objects.requireNonNull(valueSerializer, "valueSerializer");
-        session.liveProducer(); // a resumed session cannot carry producers: fail now, with its explanation
+        this.session.liveProducer(); // a resumed session cannot carry producers: fail now, with its explanation
     }
 
     /** @return the session this producer sends through */

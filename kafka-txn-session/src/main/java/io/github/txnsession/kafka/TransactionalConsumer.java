@@ -87,7 +87,7 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
     /** guards the tracking fields below */
     private final Object track = new Object();
     private final Participant participant = new Participant();
-    private volatile @Nullable TransactionSession session;
+    private volatile @Nullable KafkaTransactionSession session;
 
     /** first record consumed per partition since the last transaction ended (where an abort rewinds to) */
     private final Map<TopicPartition, OffsetAndMetadata> windowStart = new LinkedHashMap<>();
@@ -127,19 +127,20 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
      * Binds this consumer to {@code session}: from now on its consumed positions join the session's transactions.
      *
      * @throws IllegalStateException if it is bound to a session already (unbind first), or if it has no group
-     * @throws IllegalArgumentException if the session is a resumed one (it has no producer to send offsets with)
+     * @throws IllegalArgumentException if the session is a resumed one (it has no producer to send offsets with), or
+     *         not a session created by {@link TransactionSession#open} (a transaction-scoped proxy, for example)
      */
     public void bindTransactionSession(TransactionSession session) {
-        Objects.requireNonNull(session, "session");
-        if (session.isResumed()) {
-            throw new IllegalArgumentException("Transaction session '" + session.transactionalId() + "' was resumed "
+        KafkaTransactionSession bound = KafkaTransactionSession.of(session);
+        if (bound.isResumed()) {
+            throw new IllegalArgumentException("Transaction session '" + bound.transactionalId() + "' was resumed "
                     + "to finish a transaction; it cannot take consumer offsets. Bind to a live session.");
         }
         // lock order everywhere: access, then track
         this.access.lock();
         try {
             synchronized (this.track) {
-                TransactionSession current = this.session;
+                KafkaTransactionSession current = this.session;
                 if (current != null) {
                     throw new IllegalStateException("This consumer is already bound to transaction session '"
                             + current.transactionalId() + "'; a consumer's offsets can join only one session's "
@@ -155,8 +156,8 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
                 }
                 this.groupMetadata = metadata;
                 clearWindow();
-                this.session = session;
-                session.addParticipant(this.participant);
+                this.session = bound;
+                bound.addParticipant(this.participant);
             }
         }
         finally {
@@ -171,7 +172,7 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
      */
     public void unbindTransactionSession() {
         synchronized (this.track) {
-            TransactionSession current = this.session;
+            KafkaTransactionSession current = this.session;
             if (current == null) {
                 return;
             }
@@ -198,7 +199,7 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
      */
     @Override
     public ConsumerRecords<K, V> poll(Duration timeout) {
-        TransactionSession s = this.session;
+        KafkaTransactionSession s = this.session;
         if (s != null) {
             s.awaitLifecycleIdle();
         }
@@ -324,7 +325,7 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
             synchronized (TransactionalConsumer.this.track) {
                 String reason = TransactionalConsumer.this.abortOnlyReason;
                 if (reason != null) {
-                    throw s.abortOnly(reason);
+                    throw KafkaTransactionSession.of(s).abortOnly(reason);
                 }
                 offsets = new LinkedHashMap<>(TransactionalConsumer.this.windowEnd);
                 metadata = TransactionalConsumer.this.groupMetadata;
@@ -472,7 +473,7 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
     }
 
     private void ensureNoTransaction(String call, String why) {
-        TransactionSession s = this.session;
+        KafkaTransactionSession s = this.session;
         if (s != null && isOpen(s.state())) {
             throw new IllegalStateException(call + " is not allowed while this consumer is bound to transaction "
                     + "session '" + s.transactionalId() + "' and a transaction is open (state " + s.state() + "): "
@@ -802,7 +803,7 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
 
     private void unbindQuietly() {
         synchronized (this.track) {
-            TransactionSession current = this.session;
+            KafkaTransactionSession current = this.session;
             if (current != null) {
                 current.removeParticipant(this.participant);
                 this.session = null;
@@ -819,7 +820,7 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
 
     @Override
     public String toString() {
-        TransactionSession s = this.session;
+        KafkaTransactionSession s = this.session;
         return "TransactionalConsumer[" + this.delegate + (s == null ? ", unbound" : ", bound to " + s) + "]";
     }
 }

@@ -90,7 +90,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     /** guards the maps below */
     private final Object track = new Object();
     private final Participant participant = new Participant();
-    private volatile @Nullable TransactionSession session;
+    private volatile @Nullable KafkaTransactionSession session;
 
     /** delivered by this consumer and not yet acknowledged at the wrapped consumer */
     private final Map<RecordId, ConsumerRecord<K, V>> held = new LinkedHashMap<>();
@@ -193,26 +193,27 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      * effect only when that transaction commits.
      *
      * @throws IllegalStateException if it is bound already (unbind first)
-     * @throws IllegalArgumentException if the session is a resumed one
+     * @throws IllegalArgumentException if the session is a resumed one, or not a session created by
+     *         {@link TransactionSession#open} (a transaction-scoped proxy, for example)
      */
     public void bindTransactionSession(TransactionSession session) {
-        Objects.requireNonNull(session, "session");
-        if (session.isResumed()) {
-            throw new IllegalArgumentException("Transaction session '" + session.transactionalId() + "' was resumed "
+        KafkaTransactionSession bound = KafkaTransactionSession.of(session);
+        if (bound.isResumed()) {
+            throw new IllegalArgumentException("Transaction session '" + bound.transactionalId() + "' was resumed "
                     + "to finish a transaction; share acknowledgements cannot join it. Bind to a live session.");
         }
         synchronized (this.track) {
-            TransactionSession current = this.session;
+            KafkaTransactionSession current = this.session;
             if (current != null) {
                 throw new IllegalStateException("This share consumer is already bound to transaction session '"
                         + current.transactionalId() + "'; its acknowledgements can join only one session's "
                         + "transactions. Call unbindTransactionSession() first, or use a second consumer.");
             }
-            this.session = session;
-            session.addParticipant(this.participant);
-            session.addShareAckHolder(this.participant);
+            this.session = bound;
+            bound.addParticipant(this.participant);
+            bound.addShareAckHolder(this.participant);
         }
-        if (session.transactionalShareAcksAvailable()) {
+        if (bound.transactionalShareAcksAvailable()) {
             log.warn("The cluster advertises transactional share acknowledgements (KIP-1289), but this library "
                     + "version cannot send them yet; acknowledgements are sent right after each commit");
         }
@@ -227,7 +228,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         this.access.lock(); // lock order everywhere: access, then track
         try {
             synchronized (this.track) {
-                TransactionSession current = this.session;
+                KafkaTransactionSession current = this.session;
                 if (current == null) {
                     return;
                 }
@@ -260,7 +261,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         }
     }
 
-    private void detach(TransactionSession current) {
+    private void detach(KafkaTransactionSession current) {
         current.removeParticipant(this.participant);
         current.removeShareAckHolder(this.participant);
         this.session = null;
@@ -275,19 +276,19 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      */
     @Override
     public ConsumerRecords<K, V> poll(Duration timeout) {
-        TransactionSession s = this.session;
+        KafkaTransactionSession s = this.session;
         if (s != null) {
             s.awaitLifecycleIdle();
         }
         this.access.lock();
         try {
             synchronized (this.track) {
-                TransactionSession current = this.session;
+                KafkaTransactionSession current = this.session;
                 if (current != null) {
                     releaseIfSessionCannotCommit(current);
                 }
                 if (!this.buffered.isEmpty()) {
-                    TransactionSession bound = this.session;
+                    KafkaTransactionSession bound = this.session;
                     throw new IllegalStateException("poll() is not allowed while the open transaction of session '"
                             + (bound == null ? "?" : bound.transactionalId()) + "' holds " + this.buffered.size()
                             + " acknowledgement(s) of this share consumer: in explicit mode every record must be "
@@ -369,7 +370,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             renew(List.of(id));
             return;
         }
-        TransactionSession s = this.session;
+        KafkaTransactionSession s = this.session;
         if (s != null) {
             if (!delivered && s.state() == SessionState.IN_TRANSACTION) {
                 throw notDelivered(id);
@@ -434,7 +435,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             ids.removeAll(this.renewed);
         }
         int count = ids.isEmpty() ? 0 : renew(ids);
-        TransactionSession s = this.session;
+        KafkaTransactionSession s = this.session;
         if (s != null && (s.state() == SessionState.IN_TRANSACTION || s.state() == SessionState.PREPARED)) {
             s.heartbeat();
         }
@@ -805,7 +806,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     @Override
     public void close(Duration timeout) {
         synchronized (this.track) {
-            TransactionSession current = this.session;
+            KafkaTransactionSession current = this.session;
             if (current != null) {
                 if (!this.buffered.isEmpty()) {
                     log.warn("Share consumer of group '{}' closed while transaction session '{}' held {} of its "
@@ -827,7 +828,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
 
     @Override
     public String toString() {
-        TransactionSession s = this.session;
+        KafkaTransactionSession s = this.session;
         return "TransactionalShareConsumer[" + this.groupId + (s == null ? ", unbound" : ", bound to " + s) + "]";
     }
 

@@ -53,7 +53,7 @@ class BrokerOutageTest {
     private static TransactionSession session(String txnId, Map<String, Object> extra) {
         Map<String, Object> configs = sessionConfigs(cluster(), txnId);
         configs.putAll(extra);
-        TransactionSession session = new TransactionSession(configs);
+        TransactionSession session = TransactionSession.open(configs);
         session.initialize();
         return session;
     }
@@ -108,7 +108,7 @@ class BrokerOutageTest {
 
     /** Stops every broker from inside the commit, after the bound consumer's offsets went into the transaction. */
     private static void stopBrokersDuringCommit(TransactionSession session) {
-        session.addParticipant(new SessionParticipant() {
+        KafkaTransactionSession.of(session).addParticipant(new SessionParticipant() {
             private boolean done;
 
             @Override

@@ -51,7 +51,7 @@ public final class CtpProcess {
         consumerConfigs.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         consumerConfigs.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 50);
 
-        try (TransactionSession session = new TransactionSession(sessionConfigs);
+        try (TransactionSession session = TransactionSession.open(sessionConfigs);
                 TransactionalConsumer<String, String> consumer = new TransactionalConsumer<>(
                         new KafkaConsumer<>(consumerConfigs, new StringDeserializer(), new StringDeserializer()))) {
             session.initialize();

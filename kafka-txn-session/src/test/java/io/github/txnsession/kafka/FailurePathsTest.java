@@ -74,7 +74,7 @@ class FailurePathsTest {
     private static TransactionSession session(String txnId, Map<String, Object> extra) {
         Map<String, Object> configs = sessionConfigs(cluster(), txnId);
         configs.putAll(extra);
-        TransactionSession session = new TransactionSession(configs);
+        TransactionSession session = TransactionSession.open(configs);
         session.initialize();
         return session;
     }
@@ -494,7 +494,7 @@ class FailurePathsTest {
         TransactionSession session = session(txnId);
         CountDownLatch inCommit = new CountDownLatch(1);
         CountDownLatch release = new CountDownLatch(1);
-        session.addParticipant(new SessionParticipant() {
+        KafkaTransactionSession.of(session).addParticipant(new SessionParticipant() {
             @Override
             public void beforeCommit(TransactionSession s) {
                 inCommit.countDown();
@@ -554,7 +554,8 @@ class FailurePathsTest {
                             && f.getMethodName().equals("poll") && !f.getClassName().contains("Transactional")));
             CountDownLatch inCommit = new CountDownLatch(1);
             CountDownLatch release = new CountDownLatch(1);
-            session.addParticipant(new SessionParticipant() { // runs after the consumer took its positions
+            // runs after the consumer took its positions
+            KafkaTransactionSession.of(session).addParticipant(new SessionParticipant() {
                 @Override
                 public void beforeCommit(TransactionSession s) {
                     inCommit.countDown();

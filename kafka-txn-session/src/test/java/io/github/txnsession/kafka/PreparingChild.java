@@ -35,7 +35,7 @@ public final class PreparingChild {
         configs.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         configs.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
         configs.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, Integer.parseInt(timeoutMs));
-        TransactionSession session = new TransactionSession(configs);
+        TransactionSession session = TransactionSession.open(configs);
         session.initialize();
         SessionProducer<String, String> producer = new SessionProducer<>(session, new StringSerializer(),
                 new StringSerializer());

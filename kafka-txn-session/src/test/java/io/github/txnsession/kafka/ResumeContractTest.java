@@ -170,7 +170,7 @@ abstract class ResumeContractTest {
         String topic = topic("live-complete");
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-live-complete");
         Map<String, Object> configs = TestClients.sessionConfigs(kafka(), txnId);
-        try (TransactionSession session = new TransactionSession(configs)) {
+        try (TransactionSession session = TransactionSession.open(configs)) {
             session.initialize();
             SessionProducer<String, String> producer = new SessionProducer<>(session, new StringSerializer(),
                     new StringSerializer());

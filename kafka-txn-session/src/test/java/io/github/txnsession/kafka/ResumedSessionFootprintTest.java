@@ -73,14 +73,14 @@ class ResumedSessionFootprintTest {
     }
 
     private static PreparedTransaction prepareAndAbandon(String txnId, String topic) {
-        TransactionSession session = new TransactionSession(TestClients.sessionConfigs(kafka.cluster(), txnId));
+        TransactionSession session = TransactionSession.open(TestClients.sessionConfigs(kafka.cluster(), txnId));
         session.initialize();
         session.beginTransaction();
         new SessionProducer<>(session, new StringSerializer(), new StringSerializer())
             .send(new ProducerRecord<>(topic, "k", "v"));
         PreparedTransaction state = session.prepareTransaction();
         // abandon without aborting: close the producer without waiting, as a crash would leave it
-        session.liveProducer().close(Duration.ZERO);
+        KafkaTransactionSession.of(session).liveProducer().close(Duration.ZERO);
         return state;
     }
 

@@ -28,13 +28,13 @@ class SaslResumeTest {
         String topic = EmbeddedKafkaCluster.uniqueName("sasl");
         kafka.cluster().createTopic(topic, 1);
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-sasl");
-        TransactionSession live = new TransactionSession(TestClients.sessionConfigs(kafka.cluster(), txnId));
+        TransactionSession live = TransactionSession.open(TestClients.sessionConfigs(kafka.cluster(), txnId));
         live.initialize();
         live.beginTransaction();
         new SessionProducer<>(live, new StringSerializer(), new StringSerializer())
             .send(new ProducerRecord<>(topic, "k", "over-sasl"));
         PreparedTransaction prepared = live.prepareTransaction();
-        live.liveProducer().close(Duration.ZERO); // abandon it, as a crash would
+        KafkaTransactionSession.of(live).liveProducer().close(Duration.ZERO); // abandon it, as a crash would
 
         Map<String, Object> wrongPassword = new HashMap<>(EmbeddedKafkaCluster.saslClientConfigs(
                 EmbeddedKafkaCluster.SASL_USER, "not-the-password"));

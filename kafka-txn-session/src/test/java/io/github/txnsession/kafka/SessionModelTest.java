@@ -407,7 +407,7 @@ abstract class SessionModelTest {
     /** Another session initializes the same transactional id: the open transaction (if any) is aborted. */
     private void fence() {
         boolean wasOpen = this.session.state() == SessionState.IN_TRANSACTION;
-        try (TransactionSession successor = new TransactionSession(sessionConfigs())) {
+        try (TransactionSession successor = TransactionSession.open(sessionConfigs())) {
             successor.initialize();
             this.registration++;
         }
@@ -448,7 +448,7 @@ abstract class SessionModelTest {
     }
 
     private void newSession() {
-        this.session = new TransactionSession(sessionConfigs());
+        this.session = TransactionSession.open(sessionConfigs());
         this.session.initialize();
         this.registration++;
         this.producer = new SessionProducer<>(this.session, new StringSerializer(), new StringSerializer());

@@ -48,12 +48,12 @@ public final class ShareWorkerProcess {
 
         List<String> batch = new ArrayList<>();
         AtomicInteger commits = new AtomicInteger();
-        try (TransactionSession session = new TransactionSession(sessionConfigs);
+        try (TransactionSession session = TransactionSession.open(sessionConfigs);
                 TransactionalShareConsumer<String, String> consumer = new TransactionalShareConsumer<>(consumerConfigs,
                         new StringDeserializer(), new StringDeserializer())) {
             session.initialize();
             // registered before the consumer binds, so it runs after the Kafka commit and before the acknowledgements
-            session.addParticipant(new SessionParticipant() {
+            KafkaTransactionSession.of(session).addParticipant(new SessionParticipant() {
                 @Override
                 public void afterCommit(TransactionSession s) {
                     if (commits.incrementAndGet() == haltOnCommit) {

@@ -52,7 +52,7 @@ class TransactionSessionTest {
     }
 
     private static TransactionSession session(String transactionalId) {
-        TransactionSession session = new TransactionSession(sessionConfigs(kafka.cluster(), transactionalId));
+        TransactionSession session = TransactionSession.open(sessionConfigs(kafka.cluster(), transactionalId));
         session.initialize();
         return session;
     }
@@ -94,7 +94,7 @@ class TransactionSessionTest {
         try (TransactionSession session = session(EmbeddedKafkaCluster.uniqueName("tx-abort"))) {
             session.beginTransaction();
             sendThroughTwoProducers(session, topics, "aborted");
-            session.flush();
+            KafkaTransactionSession.of(session).flush();
             session.abortTransaction();
             session.beginTransaction();
             new SessionProducer<>(session, new StringSerializer(), new StringSerializer())
@@ -242,7 +242,7 @@ class TransactionSessionTest {
     @Test
     void illegalTransitionsNameTheState() {
         String[] topics = topics("illegal", 1);
-        TransactionSession session = new TransactionSession(sessionConfigs(kafka.cluster(),
+        TransactionSession session = TransactionSession.open(sessionConfigs(kafka.cluster(),
                 EmbeddedKafkaCluster.uniqueName("tx-illegal")));
         SessionProducer<String, String> producer = new SessionProducer<>(session, new StringSerializer(),
                 new StringSerializer());
@@ -331,7 +331,7 @@ class TransactionSessionTest {
         String[] topics = topics("abortable", 1);
         Map<String, Object> configs = sessionConfigs(kafka.cluster(), EmbeddedKafkaCluster.uniqueName("tx-abortable"));
         configs.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, 1024);
-        try (TransactionSession session = new TransactionSession(configs)) {
+        try (TransactionSession session = TransactionSession.open(configs)) {
             session.initialize();
             SessionProducer<String, String> producer = new SessionProducer<>(session, new StringSerializer(),
                     new StringSerializer());
@@ -356,7 +356,7 @@ class TransactionSessionTest {
     void anUnreachableClusterTimesOutNamingTheCall() {
         Map<String, Object> configs = Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, "localhost:1",
                 ProducerConfig.TRANSACTIONAL_ID_CONFIG, "tx-unreachable", ProducerConfig.MAX_BLOCK_MS_CONFIG, 500);
-        try (TransactionSession session = new TransactionSession(configs)) {
+        try (TransactionSession session = TransactionSession.open(configs)) {
             assertThatThrownBy(session::initialize).isInstanceOf(SessionTimeoutException.class)
                 .hasMessageContaining("initialize() timed out")
                 .hasMessageContaining("bootstrap.servers")
@@ -385,7 +385,7 @@ class TransactionSessionTest {
     }
 
     private static void assertConfigError(Map<String, Object> configs, String key) {
-        assertThatThrownBy(() -> new TransactionSession(configs)).isInstanceOf(InvalidSessionConfigException.class)
+        assertThatThrownBy(() -> TransactionSession.open(configs)).isInstanceOf(InvalidSessionConfigException.class)
             .hasMessageContaining(key)
             .satisfies(ex -> assertThat(((InvalidSessionConfigException) ex).key()).isEqualTo(key));
     }

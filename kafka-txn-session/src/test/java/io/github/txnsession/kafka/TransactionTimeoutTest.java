@@ -74,7 +74,7 @@ class TransactionTimeoutTest {
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-timeout-live");
         Map<String, Object> configs = TestClients.sessionConfigs(kafka.cluster(), txnId);
         configs.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, 1500);
-        try (TransactionSession session = new TransactionSession(configs)) {
+        try (TransactionSession session = TransactionSession.open(configs)) {
             session.initialize();
             SessionProducer<String, String> producer = new SessionProducer<>(session, new StringSerializer(),
                     new StringSerializer());
@@ -101,7 +101,7 @@ class TransactionTimeoutTest {
         configs.put(TransactionSessionConfig.HEARTBEAT_INTERVAL_MS, 200);
         CountDownLatch failed = new CountDownLatch(1);
         AtomicReference<TransactionSessionException> failure = new AtomicReference<>();
-        try (TransactionSession session = new TransactionSession(configs)) {
+        try (TransactionSession session = TransactionSession.open(configs)) {
             session.addListener((s, ex) -> {
                 failure.set(ex);
                 failed.countDown();

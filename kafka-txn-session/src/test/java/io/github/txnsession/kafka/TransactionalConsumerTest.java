@@ -43,7 +43,7 @@ class TransactionalConsumerTest {
     static final KafkaClusterExtension kafka = KafkaClusterExtension.withBrokers(1);
 
     private static TransactionSession session(String prefix) {
-        TransactionSession session = new TransactionSession(sessionConfigs(kafka.cluster(),
+        TransactionSession session = TransactionSession.open(sessionConfigs(kafka.cluster(),
                 EmbeddedKafkaCluster.uniqueName(prefix)));
         session.initialize();
         return session;

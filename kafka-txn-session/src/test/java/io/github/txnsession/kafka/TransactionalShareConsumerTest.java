@@ -58,7 +58,7 @@ class TransactionalShareConsumerTest {
         .brokerProperty("group.share.session.timeout.ms", "6000"));
 
     private static TransactionSession session(String prefix) {
-        TransactionSession session = new TransactionSession(sessionConfigs(kafka.cluster(),
+        TransactionSession session = TransactionSession.open(sessionConfigs(kafka.cluster(),
                 EmbeddedKafkaCluster.uniqueName(prefix)));
         session.initialize();
         return session;

@@ -211,7 +211,7 @@ class TwoPhaseCommitTest {
         PreparedTransaction decided;
         Map<String, Object> configs = kafka.cluster().clientConfigs();
         configs.put("transactional.id", prefix + "0");
-        try (TransactionSession session = new TransactionSession(configs)) {
+        try (TransactionSession session = TransactionSession.open(configs)) {
             session.initialize();
             SessionProducer<String, String> producer = new SessionProducer<>(session,
                     new org.apache.kafka.common.serialization.StringSerializer(),
@@ -302,7 +302,7 @@ class TwoPhaseCommitTest {
                 if (phase == CommitPhase.AFTER_JDBC_COMMIT) {
                     Map<String, Object> configs = kafka.cluster().clientConfigs();
                     configs.put("transactional.id", id);
-                    try (TransactionSession successor = new TransactionSession(configs)) {
+                    try (TransactionSession successor = TransactionSession.open(configs)) {
                         successor.initialize();
                     }
                 }
