@@ -10,15 +10,18 @@ import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import io.github.txnsession.spring.CommitPhase;
 import io.github.txnsession.spring.CommitPhaseListener;
+import io.github.txnsession.spring.SessionEnlistment;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.TransactionSessionPool;
 import io.github.txnsession.spring.jdbc.DecisionLog;
 import io.github.txnsession.spring.jdbc.JdbcKafkaTransactionManager;
+import io.github.txnsession.spring.jdbc.JdbcTwoPhaseDecision;
 import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.jdbc.support.JdbcTransactionManager;
 import org.springframework.kafka.core.DefaultKafkaProducerFactory;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.transaction.support.TransactionTemplate;
@@ -32,7 +35,10 @@ import org.springframework.transaction.support.TransactionTemplate;
  * transactional producer factory, whose Kafka transaction is synchronized with the JDBC one (committed right after
  * it; a crash in between loses the event);</li>
  * <li>b) our {@code JdbcKafkaTransactionManager}: two-phase commit with a decision log (prepare Kafka, write the
- * decision with the row, commit JDBC, commit Kafka, clear the decision).</li>
+ * decision with the row, commit JDBC, commit Kafka, clear the decision);</li>
+ * <li>c) what the starter does by default now: the application's own {@code JdbcTransactionManager}, with the Kafka
+ * session enlisted in its transaction ({@code SessionEnlistment} + {@code JdbcTwoPhaseDecision}), the same two-phase
+ * protocol.</li>
  * </ul>
  */
 final class P4JdbcKafka {
@@ -119,14 +125,15 @@ final class P4JdbcKafka {
         new DecisionLog().createTableIfMissing(ds);
         String caseName = db;
         String[] names = { "spring-kafka best-effort 1PC (DataSourceTransactionManager + synchronized KafkaTemplate)",
-                "JdbcKafkaTransactionManager 2PC" };
-        List<String> keys = List.of("a", "b");
-        Competitor[] all = { bestEffort(db, ds, jdbc), twoPhase(db, ds, jdbc) };
+                "JdbcKafkaTransactionManager 2PC",
+                "JdbcTransactionManager + enlisted session 2PC (the starter's path)" };
+        List<String> keys = List.of("a", "b", "c");
+        Competitor[] all = { bestEffort(db, ds, jdbc), twoPhase(db, ds, jdbc), enlisted(db, ds, jdbc) };
         long seq = 0;
         this.phases.reset();
         try {
             for (int rep = this.bench.firstRep(); rep < this.bench.profile.repetitions(); rep++) {
-                for (int i : Bench.rotated(List.of(0, 1), rep)) {
+                for (int i : Bench.rotated(List.of(0, 1, 2), rep)) {
                     Latencies lat = new Latencies();
                     this.phases.on = rep >= 0;
                     long n = 0;
@@ -161,6 +168,8 @@ final class P4JdbcKafka {
         Bench.log("P4 %s: %d rows written", db, rows);
         this.bench.results.goal(S, caseName, "latency_p50_ms", "b", "a", 1.3, false);
         this.bench.results.goal(S, caseName, "latency_p99_ms", "b", "a", 1.3, false);
+        this.bench.results.goal(S, caseName, "latency_p50_ms", "c", "a", 1.3, false);
+        this.bench.results.goal(S, caseName, "latency_p99_ms", "c", "a", 1.3, false);
     }
 
     private Competitor bestEffort(String db, DataSource ds, JdbcTemplate jdbc) {
@@ -198,6 +207,35 @@ final class P4JdbcKafka {
         tm.setCommitPhaseListeners(List.of(this.phases));
         KafkaTemplate<Object, Object> kafka = new KafkaTemplate<>(pf);
         TransactionTemplate tx = new TransactionTemplate(tm);
+        return new Competitor() {
+            @Override
+            public void transaction(String id) {
+                tx.executeWithoutResult(status -> {
+                    jdbc.update("INSERT INTO p4_events (id, payload) VALUES (?, ?)", id, Bench.VALUE);
+                    kafka.send(P4JdbcKafka.this.topic, id, Bench.VALUE);
+                });
+            }
+
+            @Override
+            public void close() {
+                pf.destroy();
+                pool.close();
+            }
+        };
+    }
+
+    private Competitor enlisted(String db, DataSource ds, JdbcTemplate jdbc) {
+        Map<String, Object> configs = this.bench.producerConfigs();
+        String prefix = "p4-enlisted-" + db + "-";
+        TransactionSessionPool pool = new TransactionSessionPool(prefix, 2, Duration.ofSeconds(30), configs,
+                List.of());
+        SessionProducerFactory<Object, Object> pf = new SessionProducerFactory<>(pool,
+                P1ProducerTransactions.stringSerializer(), P1ProducerTransactions.stringSerializer(), configs);
+        DecisionLog log = new DecisionLog();
+        TwoPhaseRecovery recovery = new TwoPhaseRecovery(ds, log, pool, null);
+        pf.setEnlistment(new SessionEnlistment(pool, new JdbcTwoPhaseDecision(ds, log, recovery)));
+        KafkaTemplate<Object, Object> kafka = new KafkaTemplate<>(pf);
+        TransactionTemplate tx = new TransactionTemplate(new JdbcTransactionManager(ds));
         return new Competitor() {
             @Override
             public void transaction(String id) {

@@ -206,6 +206,13 @@ public class SessionTransactionManagerAutoConfiguration {
             enlistment.setObservers(observers.orderedStream().toList());
             enlistment.setCommitPhaseListeners(phaseListeners.orderedStream().toList());
             sessionProducerFactory(pool, beans, properties).setEnlistment(enlistment);
+            // every session-backed factory of the pool enlists: one left out would run a Kafka transaction of its own,
+            // committed after the database's, even in two-phase mode
+            for (SessionProducerFactory<?, ?> factory : beans.getBeansOfType(SessionProducerFactory.class).values()) {
+                if (factory.getPool() == pool) {
+                    factory.setEnlistment(enlistment);
+                }
+            }
             log.info("Kafka transaction sessions join the application's transaction manager: {} mode",
                     twoPhase.getIfAvailable() == null ? "best-effort" : "two-phase");
             return enlistment;

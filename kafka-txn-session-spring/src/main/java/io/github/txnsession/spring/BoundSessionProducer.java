@@ -38,9 +38,16 @@ final class BoundSessionProducer<K, V> extends DelegatingSessionProducer<K, V> {
         // SessionTransactionManager commits the session's transaction when the Spring transaction commits
     }
 
+    /**
+     * The transaction manager aborts the session's transaction when the Spring transaction rolls back; an abort asked
+     * for here (by {@code KafkaTemplate.executeInTransaction} whose callback failed inside a running transaction) makes
+     * that transaction roll back as a whole: the records already sent cannot be undone on their own, and committing
+     * them after the caller caught the failure would publish what the callback meant to abort.
+     */
     @Override
     public void abortTransaction() {
-        // SessionTransactionManager aborts the session's transaction when the Spring transaction rolls back
+        this.holder.requestAbort("abortTransaction() was called on the producer of the transaction (a "
+                + "KafkaTemplate.executeInTransaction callback failed)");
     }
 
     @Override

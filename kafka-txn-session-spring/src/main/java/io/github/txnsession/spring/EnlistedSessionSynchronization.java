@@ -3,6 +3,10 @@ package io.github.txnsession.spring;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.function.Supplier;
 
 import io.github.txnsession.kafka.PreparedTransaction;
 import io.github.txnsession.kafka.SessionState;
@@ -16,6 +20,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.transaction.HeuristicCompletionException;
 import org.springframework.transaction.TransactionSystemException;
 import org.springframework.transaction.TransactionTimedOutException;
+import org.springframework.transaction.UnexpectedRollbackException;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
@@ -31,11 +36,12 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *                        transaction's own connection. A failure here rolls the database back too.
  * (database commits)
  * afterCommit            complete (commit); two-phase: a failure is settled from the decision at once, then the
- *                        decision is cleared
+ *                        decision is cleared in the background (the session returns to the pool after that)
  * afterCompletion        rolled back: abort (bound consumers rewind). Unknown after a two-phase decision: left
  *                        prepared, the pool settles it from the decision before the id is used again. Then the
  *                        session goes back to the pool.
  * suspend / resume       the session is unbound / bound again with the suspended transaction (REQUIRES_NEW)
+ * beforeCompletion       the session is unbound from the thread: completion callbacks cannot reach it
  * </pre>
  */
 final class EnlistedSessionSynchronization implements TransactionSynchronization {
@@ -47,7 +53,10 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     private final @Nullable TwoPhaseDecision twoPhase;
     private final List<SessionTransactionObserver> observers;
     private final List<CommitPhaseListener> phaseListeners;
+    private final Executor clearExecutor;
     private @Nullable PreparedTransaction prepared;
+    /** the decision row being cleared after the Kafka commit; the session goes back to the pool when it is done */
+    private @Nullable CompletableFuture<Boolean> clearing;
     private @Nullable List<Object> suspended;
     private boolean committed;
     /** a savepoint was rolled back (NESTED): the database undid work the Kafka transaction cannot undo */
@@ -55,12 +64,13 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
 
     EnlistedSessionSynchronization(TransactionSessionPool pool, SessionResourceHolder holder,
             @Nullable TwoPhaseDecision twoPhase, List<SessionTransactionObserver> observers,
-            List<CommitPhaseListener> phaseListeners) {
+            List<CommitPhaseListener> phaseListeners, Executor clearExecutor) {
         this.pool = pool;
         this.holder = holder;
         this.twoPhase = twoPhase;
         this.observers = observers;
         this.phaseListeners = phaseListeners;
+        this.clearExecutor = clearExecutor;
     }
 
     @Override
@@ -90,6 +100,26 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
         this.suspended = null;
     }
 
+    /**
+     * The transaction is about to complete: nothing may join the session any more. Unbinding it now means that a send
+     * from an {@code afterCommit} callback (or a {@code REQUIRES_NEW} transaction begun in a completion callback) does
+     * not reach this session, whose transaction is being ended, and that nothing stays bound to the thread after the
+     * session went back to the pool.
+     */
+    @Override
+    public void beforeCompletion() {
+        unbind();
+    }
+
+    private void unbind() {
+        if (TransactionSynchronizationManager.getResource(this.pool) == this.holder) {
+            TransactionSynchronizationManager.unbindResource(this.pool);
+        }
+        for (Object key : this.holder.alsoBound()) {
+            TransactionSynchronizationManager.unbindResourceIfPossible(key);
+        }
+    }
+
     @Override
     public void savepointRollback(Object savepoint) {
         this.savepointRolledBack = true;
@@ -103,6 +133,12 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                     + "after the Kafka session of '" + session.transactionalId() + "' joined it: Kafka transactions "
                     + "have no savepoints, so its records cannot be undone in part. The whole transaction rolls back; "
                     + "use REQUIRES_NEW for work that must fail on its own.");
+        }
+        String abort = this.holder.abortRequested();
+        if (abort != null) {
+            throw new UnexpectedRollbackException("The Kafka side of this transaction (session '"
+                    + session.transactionalId() + "') was aborted: " + abort + ". Kafka cannot undo part of a "
+                    + "transaction, so the whole transaction rolls back, database included.");
         }
         if (this.holder.isRollbackOnly()) {
             // a send failed the transaction's deadline: the database must not commit without the Kafka side
@@ -183,8 +219,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
         }
         phaseAfterDecision(CommitPhase.AFTER_KAFKA_COMMIT, session);
         if (this.twoPhase != null && p != null && !p.isEmpty()) {
-            this.twoPhase.clear(session.transactionalId(), p);
-            phaseAfterDecision(CommitPhase.AFTER_LOG_CLEAR, session);
+            this.clearing = clearDecision(this.twoPhase, session, p);
         }
         long end = System.nanoTime();
         for (SessionTransactionObserver o : this.observers) {
@@ -195,6 +230,30 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             catch (RuntimeException ex) {
                 logger.warn("Session transaction observer " + o + " failed", ex);
             }
+        }
+    }
+
+    /**
+     * Clears the decision row off the committing thread: the caller does not wait for it, and it needs a second
+     * database connection, which a thread still holding its transaction's connection must not wait for (with every
+     * pooled connection held by committing threads, they would wait on each other). The session stays lent until the
+     * row is gone, so its transactional id cannot start a transaction that would leave the row describing an older
+     * one; a row that could not be cleared sends the session back in doubt, and recovery clears it.
+     */
+    private CompletableFuture<Boolean> clearDecision(TwoPhaseDecision decision, TransactionSession session,
+            PreparedTransaction p) {
+        Supplier<Boolean> clear = () -> {
+            boolean cleared = decision.clear(session.transactionalId(), p);
+            if (cleared) {
+                phaseAfterDecision(CommitPhase.AFTER_LOG_CLEAR, session);
+            }
+            return cleared;
+        };
+        try {
+            return CompletableFuture.supplyAsync(clear, this.clearExecutor);
+        }
+        catch (RejectedExecutionException ex) {
+            return CompletableFuture.completedFuture(clear.get());
         }
     }
 
@@ -242,20 +301,37 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             logger.error("Ending the Kafka transaction of session '" + session.transactionalId() + "' failed", ex);
         }
         finally {
-            TransactionSynchronizationManager.unbindResourceIfPossible(this.pool);
-            for (Object key : this.holder.alsoBound()) {
-                TransactionSynchronizationManager.unbindResourceIfPossible(key);
-            }
+            unbind();
+            this.holder.markEnded();
             this.holder.clear();
-            this.holder.lease().release();
+            PooledSession lease = this.holder.lease();
+            CompletableFuture<Boolean> pending = this.clearing;
+            if (pending == null) {
+                lease.release();
+            }
+            else {
+                pending.whenComplete((cleared, failure) -> {
+                    if (Boolean.TRUE.equals(cleared)) {
+                        lease.release();
+                    }
+                    else {
+                        lease.releaseInDoubt();
+                    }
+                });
+            }
         }
     }
 
     private void rollBack(TransactionSession session, int status) {
-        if (status == STATUS_UNKNOWN && this.holder.isDecisionMayBeCommitted()) {
-            logger.warn("The outcome of the database commit of session '" + session.transactionalId() + "' is "
-                    + "unknown; its Kafka transaction stays prepared and is settled from the decision log");
-            return;
+        if (this.holder.isDecisionMayBeCommitted()) {
+            if (status == STATUS_UNKNOWN) {
+                logger.warn("The outcome of the database commit of session '" + session.transactionalId() + "' is "
+                        + "unknown; its Kafka transaction stays prepared and is settled from the decision log");
+                return;
+            }
+            if (decisionCommittedAnyway(session)) {
+                return;
+            }
         }
         SessionState state = session.state();
         if (state == SessionState.IN_TRANSACTION || state == SessionState.PREPARED
@@ -279,6 +355,39 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                 logger.warn("Session transaction observer " + o + " failed", ex);
             }
         }
+    }
+
+    /**
+     * The decision was written and the manager reports a rollback: usually the database did roll back (another
+     * {@code beforeCommit} failed, or Hibernate's flush at commit was refused), but a manager reports a COMMIT that
+     * failed on its way back as rolled back too. The decision log says which: a committed decision completes the
+     * Kafka side (the database did commit); an unreadable one leaves it prepared for the pool to settle.
+     *
+     * @return true if nothing is left to do (completed, or left prepared); false to abort
+     */
+    private boolean decisionCommittedAnyway(TransactionSession session) {
+        PreparedTransaction p = this.prepared;
+        TwoPhaseDecision decision = this.twoPhase;
+        if (p == null || decision == null) {
+            return false;
+        }
+        boolean recorded;
+        try {
+            recorded = decision.isRecorded(session.transactionalId(), p);
+        }
+        catch (RuntimeException ex) {
+            logger.warn("The database reported a failed commit of session '" + session.transactionalId() + "' and "
+                    + "its decision cannot be read (" + ex + "); its Kafka transaction stays prepared and is settled "
+                    + "from the decision log");
+            return true;
+        }
+        if (!recorded) {
+            return false;
+        }
+        logger.warn("The database reported a failed commit of session '" + session.transactionalId() + "', but its "
+                + "decision to commit is in the decision log: the database committed, so Kafka commits too");
+        afterCommit();
+        return true;
     }
 
     private void notifyFailed(TransactionSession session, RuntimeException failure) {

@@ -41,6 +41,18 @@ public final class PooledSession {
         }
     }
 
+    /**
+     * Gives the session back with its slot in doubt: the session is closed without ending its transaction, and its
+     * transactional id is settled from the decision log (the pool's in-doubt resolver) before it is used again. For a
+     * two-phase commit whose decision row could not be cleared, or whose outcome is unknown. Idempotent with
+     * {@link #release()}.
+     */
+    public void releaseInDoubt() {
+        if (this.released.compareAndSet(false, true)) {
+            this.pool.releaseInDoubt(this);
+        }
+    }
+
     /** @return whether {@link #release()} was called */
     public boolean isReleased() {
         return this.released.get();

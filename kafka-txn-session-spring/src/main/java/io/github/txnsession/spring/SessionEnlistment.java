@@ -4,6 +4,8 @@ import java.time.Duration;
 import java.util.Date;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.Executor;
+import java.util.concurrent.Executors;
 
 import io.github.txnsession.kafka.TransactionSession;
 import org.jspecify.annotations.Nullable;
@@ -42,6 +44,7 @@ public class SessionEnlistment {
     private final @Nullable TwoPhaseDecision twoPhase;
     private volatile List<SessionTransactionObserver> observers = List.of();
     private volatile List<CommitPhaseListener> phaseListeners = List.of();
+    private volatile Executor clearExecutor = DecisionClearing.EXECUTOR;
 
     /**
      * @param pool the sessions to enlist
@@ -63,6 +66,14 @@ public class SessionEnlistment {
      */
     public void setCommitPhaseListeners(List<? extends CommitPhaseListener> listeners) {
         this.phaseListeners = List.copyOf(listeners);
+    }
+
+    /**
+     * @param executor runs the clearing of two-phase decision rows after the Kafka commit (by default one daemon
+     *        thread shared by all enlistments); the committing thread does not wait for it
+     */
+    public void setDecisionClearExecutor(Executor executor) {
+        this.clearExecutor = Objects.requireNonNull(executor, "executor");
     }
 
     /** @return the pool whose sessions are enlisted */
@@ -110,7 +121,7 @@ public class SessionEnlistment {
         TransactionSynchronizationManager.bindResource(this.pool, holder);
         TransactionSynchronizationManager.registerSynchronization(
                 new EnlistedSessionSynchronization(this.pool, holder, this.twoPhase, this.observers,
-                        this.phaseListeners));
+                        this.phaseListeners, this.clearExecutor));
         return holder;
     }
 
@@ -155,5 +166,18 @@ public class SessionEnlistment {
     @Override
     public String toString() {
         return "SessionEnlistment[" + this.pool + (this.twoPhase == null ? ", best effort" : ", two-phase") + "]";
+    }
+
+    /** The default executor of decision-row clearing: one daemon thread, created when first needed. */
+    private static final class DecisionClearing {
+
+        static final Executor EXECUTOR = Executors.newSingleThreadExecutor(r -> {
+            Thread t = new Thread(r, "txn-session-decision-clear");
+            t.setDaemon(true);
+            return t;
+        });
+
+        private DecisionClearing() {
+        }
     }
 }

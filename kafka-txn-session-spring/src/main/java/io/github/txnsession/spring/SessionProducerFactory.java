@@ -112,6 +112,7 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
         }
         SessionResourceHolder holder = SessionResourceHolder.current(this.pool);
         if (holder != null) {
+            holder.checkNotEnded();
             return boundProducer(holder);
         }
         if (TransactionSynchronizationManager.isActualTransactionActive()

@@ -4,6 +4,7 @@ import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 
 import io.github.txnsession.kafka.TransactionSession;
+import org.jspecify.annotations.Nullable;
 import org.springframework.transaction.TransactionTimedOutException;
 import org.springframework.transaction.support.ResourceHolderSupport;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
@@ -18,6 +19,10 @@ public final class SessionResourceHolder extends ResourceHolderSupport {
     private final PooledSession lease;
     private final long beganNanos;
     private volatile boolean decisionMayBeCommitted;
+    /** why the Kafka side asked for a rollback (an aborted executeInTransaction), or null */
+    private volatile @Nullable String abortRequested;
+    /** the transaction ended and the session went back to the pool: producers bound to this holder must not send */
+    private volatile boolean ended;
     /** other resources bound for this transaction (a producer factory's holder), unbound with it */
     private final List<Object> alsoBound = new CopyOnWriteArrayList<>();
 
@@ -61,11 +66,45 @@ public final class SessionResourceHolder extends ResourceHolderSupport {
     }
 
     /**
+     * The Kafka side of this transaction must not commit (a {@code KafkaTemplate.executeInTransaction} callback
+     * failed and aborted its producer, which cannot undo only its own records): the whole transaction rolls back.
+     */
+    void requestAbort(String reason) {
+        this.abortRequested = reason;
+        setRollbackOnly();
+    }
+
+    /** @return why a rollback was requested by {@link #requestAbort}, or null */
+    @Nullable String abortRequested() {
+        return this.abortRequested;
+    }
+
+    /** The transaction ended: its session is back in the pool (and may serve another thread's transaction). */
+    void markEnded() {
+        this.ended = true;
+    }
+
+    /**
+     * Fails if the transaction has ended: a producer kept past its transaction (or found through a stale binding)
+     * would otherwise write into whatever transaction the pooled session serves next.
+     *
+     * @throws IllegalStateException naming the session
+     */
+    void checkNotEnded() {
+        if (this.ended) {
+            throw new IllegalStateException("The transaction of Kafka session '" + this.lease.session().transactionalId()
+                    + "' has ended; a producer of that transaction cannot send any more. Send from a transaction "
+                    + "that is running (a new one, REQUIRES_NEW, from a completion callback).");
+        }
+    }
+
+    /**
      * Fails when the transaction's timeout has passed, marking it rollback-only (so it aborts).
      *
      * @throws TransactionTimedOutException naming the deadline
      */
     void checkDeadline() {
+        checkNotEnded();
         if (hasTimeout()) {
             getTimeToLiveInMillis();
         }
@@ -75,7 +114,7 @@ public final class SessionResourceHolder extends ResourceHolderSupport {
      * @param pool the pool whose session is wanted
      * @return the holder bound to the calling thread for that pool, or null outside a session transaction
      */
-    static @org.jspecify.annotations.Nullable SessionResourceHolder current(TransactionSessionPool pool) {
+    static @Nullable SessionResourceHolder current(TransactionSessionPool pool) {
         Object bound = TransactionSynchronizationManager.getResource(pool);
         return bound instanceof SessionResourceHolder h ? h : null;
     }

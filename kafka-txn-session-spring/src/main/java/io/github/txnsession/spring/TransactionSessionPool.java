@@ -6,6 +6,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
@@ -61,7 +63,12 @@ public final class TransactionSessionPool implements AutoCloseable {
     private final Slot[] slots;
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition released = this.lock.newCondition();
+    /** how long a failed background settlement waits before it tries again */
+    static final Duration SETTLE_RETRY = Duration.ofSeconds(5);
+
     private volatile @Nullable Consumer<String> inDoubtResolver;
+    /** settles in-doubt slots in the background (created at the first one); guarded by the pool lock */
+    private @Nullable ScheduledExecutorService settler;
     private int inUse;
     private int waiting;
     private long exhausted;
@@ -277,6 +284,53 @@ public final class TransactionSessionPool implements AutoCloseable {
         if (idle != null) {
             idle.abandon();
         }
+        scheduleSettlement(slot, SETTLE_RETRY);
+    }
+
+    /**
+     * Settles an in-doubt slot in the background instead of waiting for its next use: its prepared transaction holds
+     * back the last stable offset of its partitions (read_committed readers see nothing newer) until it is completed,
+     * and the broker aborts it at its timeout. Retried every {@link #SETTLE_RETRY} while the resolver fails (the
+     * database is unreachable, say); skipped while the slot is lent (its new owner settles it first).
+     */
+    private void scheduleSettlement(Slot slot, Duration delay) {
+        if (this.inDoubtResolver == null) {
+            return;
+        }
+        this.lock.lock();
+        try {
+            if (this.closed) {
+                return;
+            }
+            if (this.settler == null) {
+                this.settler = Executors.newSingleThreadScheduledExecutor(r -> {
+                    Thread t = new Thread(r, "txn-session-settler-" + this.prefix);
+                    t.setDaemon(true);
+                    return t;
+                });
+            }
+            this.settler.schedule(() -> settleInBackground(slot), delay.toMillis(), TimeUnit.MILLISECONDS);
+        }
+        finally {
+            this.lock.unlock();
+        }
+    }
+
+    private void settleInBackground(Slot slot) {
+        if (!slot.inDoubt) {
+            return;
+        }
+        try {
+            boolean ran = runIfIdle(slot.transactionalId, () -> settleIfInDoubt(slot));
+            if (ran) {
+                log.info("Transaction session '{}': its in-doubt transaction was settled", slot.transactionalId);
+            }
+        }
+        catch (RuntimeException ex) {
+            log.warn("Transaction session '{}': settling its in-doubt transaction failed ({}); retrying in {} s",
+                    slot.transactionalId, ex.toString(), SETTLE_RETRY.toSeconds());
+            scheduleSettlement(slot, SETTLE_RETRY);
+        }
     }
 
     private @Nullable Slot slotOf(String transactionalId) {
@@ -324,14 +378,7 @@ public final class TransactionSessionPool implements AutoCloseable {
             log.warn("Transaction session '{}' was released with its transaction prepared ({}): leaving it for "
                     + "recovery, the slot is settled before its next use", session.transactionalId(),
                     session.currentTransaction().map(Object::toString).orElse("?"));
-            try {
-                session.abandon();
-            }
-            catch (RuntimeException ex) {
-                log.warn("Transaction session '{}': closing it failed: {}", session.transactionalId(), ex.toString());
-            }
-            slot.inDoubt = true;
-            giveBack(slot, null);
+            giveBackInDoubt(slot, session);
             return;
         }
         boolean open = state == SessionState.IN_TRANSACTION || state == SessionState.ABORTABLE_ERROR;
@@ -355,6 +402,26 @@ public final class TransactionSessionPool implements AutoCloseable {
             keep = null;
         }
         giveBack(slot, keep);
+    }
+
+    void releaseInDoubt(PooledSession lease) {
+        Slot slot = this.slots[lease.index()];
+        log.info("Transaction session '{}' was given back in doubt; its id is settled from the decision log before "
+                + "it is used again", lease.session().transactionalId());
+        giveBackInDoubt(slot, lease.session());
+    }
+
+    private void giveBackInDoubt(Slot slot, TransactionSession session) {
+        try {
+            session.abandon();
+        }
+        catch (RuntimeException ex) {
+            log.warn("Transaction session '{}': closing it failed: {}", session.transactionalId(), ex.toString());
+        }
+        slot.inDoubt = true;
+        giveBack(slot, null);
+        // not at once: a database commit whose outcome was unknown may still be landing
+        scheduleSettlement(slot, SETTLE_RETRY);
     }
 
     private void giveBack(Slot slot, @Nullable TransactionSession keep) {
@@ -465,6 +532,9 @@ public final class TransactionSessionPool implements AutoCloseable {
                 return;
             }
             this.closed = true;
+            if (this.settler != null) {
+                this.settler.shutdownNow();
+            }
             for (Slot s : this.slots) {
                 if (s.session != null) {
                     toClose.add(s.session);

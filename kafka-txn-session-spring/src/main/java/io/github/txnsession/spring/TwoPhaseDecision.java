@@ -32,6 +32,22 @@ public interface TwoPhaseDecision {
      */
     void settle(String transactionalId, PreparedTransaction prepared, RuntimeException failure);
 
-    /** Kafka committed: the decision is no longer needed. Failures are logged, not thrown. */
-    void clear(String transactionalId, PreparedTransaction prepared);
+    /**
+     * Reads, outside the transaction, whether the decision to commit {@code prepared} was committed: asked when the
+     * resource reported a failed commit after the decision was written (a COMMIT that failed on the way back, a
+     * commit-time flush failure), because only the decision says which way the resource went.
+     *
+     * @return whether the decision is committed
+     * @throws RuntimeException if the decision cannot be read now; the Kafka transaction is then left prepared and
+     *         settled later from the decision
+     */
+    boolean isRecorded(String transactionalId, PreparedTransaction prepared);
+
+    /**
+     * Kafka committed: the decision is no longer needed. Failures are logged, not thrown.
+     *
+     * @return false if the decision could not be cleared: it then stays until recovery finds the transaction
+     *         committed and clears it, and the session's id must not be used before that
+     */
+    boolean clear(String transactionalId, PreparedTransaction prepared);
 }

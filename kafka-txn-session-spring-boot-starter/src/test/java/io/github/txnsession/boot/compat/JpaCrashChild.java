@@ -1,5 +1,9 @@
 package io.github.txnsession.boot.compat;
 
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import io.github.txnsession.spring.CommitPhase;
@@ -30,9 +34,15 @@ public final class JpaCrashChild {
         CommitPhase crashAt = CommitPhase.valueOf(args[4]);
         int okCount = Integer.parseInt(args[5]);
         int firstId = Integer.parseInt(args[6]);
-        AtomicInteger committed = new AtomicInteger();
+        // the index of the transaction each session runs: the decision row of an enlisted session is cleared in the
+        // background, so AFTER_LOG_CLEAR may come after the next order started (on the pool's other session)
+        AtomicInteger started = new AtomicInteger();
+        Map<String, Integer> current = new ConcurrentHashMap<>();
         CommitPhaseListener crash = (phase, txnId) -> {
-            if (committed.get() == okCount && phase == crashAt) {
+            if (phase == CommitPhase.BEFORE_PREPARE) {
+                current.put(txnId, started.getAndIncrement());
+            }
+            if (phase == crashAt && current.get(txnId) == okCount) {
                 System.out.println("CRASH " + phase + " " + txnId);
                 System.out.flush();
                 Runtime.getRuntime().halt(137);
@@ -52,9 +62,15 @@ public final class JpaCrashChild {
         for (int i = 0; i <= okCount; i++) {
             String id = "order-" + (firstId + i);
             orders.place(id, args[3]);
-            committed.incrementAndGet();
             System.out.println("OK " + id);
             System.out.flush();
+        }
+        // a crash after the row is cleared happens on the clearing thread, after place() returned: give it time
+        try {
+            new CountDownLatch(1).await(30, TimeUnit.SECONDS);
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
         }
         System.out.println("NO-CRASH");
         System.out.flush();

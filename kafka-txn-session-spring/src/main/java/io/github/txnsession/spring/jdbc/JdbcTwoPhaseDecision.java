@@ -88,14 +88,21 @@ public class JdbcTwoPhaseDecision implements TwoPhaseDecision {
     }
 
     @Override
-    public void clear(String transactionalId, PreparedTransaction prepared) {
+    public boolean isRecorded(String transactionalId, PreparedTransaction prepared) {
+        return this.decisionLog.contains(this.dataSource, transactionalId, prepared);
+    }
+
+    @Override
+    public boolean clear(String transactionalId, PreparedTransaction prepared) {
         try {
             this.decisionLog.clear(this.dataSource, new DecisionRecord(transactionalId, prepared.producerId(),
                     prepared.epoch(), prepared.startTimeMs(), Instant.now()));
+            return true;
         }
         catch (RuntimeException ex) {
-            // both sides committed: the row is replaced by the id's next decision, recovery finds it committed
+            // both sides committed; the row stays until recovery finds the transaction committed and clears it
             log.warn("Could not clear the decision row of session '{}': {}", transactionalId, ex.toString());
+            return false;
         }
     }
 

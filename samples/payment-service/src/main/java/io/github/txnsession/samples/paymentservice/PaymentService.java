@@ -6,7 +6,7 @@ import java.util.Objects;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 
-import io.github.txnsession.spring.CurrentTransactionSession;
+import io.github.txnsession.kafka.TransactionSession;
 import tools.jackson.databind.json.JsonMapper;
 
 import org.springframework.kafka.core.KafkaTemplate;
@@ -29,10 +29,11 @@ public class PaymentService {
     private final Payments payments;
     private final KafkaTemplate<Object, Object> template;
     private final JsonMapper json;
-    private final CurrentTransactionSession session;
+    /** the transaction-scoped proxy the starter registers: each call reaches the current transaction's session */
+    private final TransactionSession session;
 
     public PaymentService(Payments payments, KafkaTemplate<Object, Object> template, JsonMapper json,
-            CurrentTransactionSession session) {
+            TransactionSession session) {
         this.payments = payments;
         this.template = template;
         this.json = json;
