@@ -74,7 +74,7 @@ import org.springframework.transaction.PlatformTransactionManager;
 @ConditionalOnClass({ SessionTransactionManager.class, KafkaAwareTransactionManager.class })
 @ConditionalOnBooleanProperty(name = "kafka.txn-session.enabled", matchIfMissing = true)
 @ConditionalOnBean(TransactionSessionPool.class)
-public class SessionTransactionManagerAutoConfiguration {
+public final class SessionTransactionManagerAutoConfiguration {
 
     private static final Logger log = LoggerFactory.getLogger(SessionTransactionManagerAutoConfiguration.class);
 

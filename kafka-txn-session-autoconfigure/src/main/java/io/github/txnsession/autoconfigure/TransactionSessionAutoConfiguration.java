@@ -72,7 +72,7 @@ import org.springframework.util.StringUtils;
 @ConditionalOnBooleanProperty(name = "kafka.txn-session.enabled", matchIfMissing = true)
 @EnableConfigurationProperties({ TransactionSessionProperties.class, KafkaProperties.class })
 @Import({ TransactionSessionHealthConfiguration.class, TransactionSessionMetricsConfiguration.class })
-public class TransactionSessionAutoConfiguration {
+public final class TransactionSessionAutoConfiguration {
 
     private static final Logger log = LoggerFactory.getLogger(TransactionSessionAutoConfiguration.class);
 

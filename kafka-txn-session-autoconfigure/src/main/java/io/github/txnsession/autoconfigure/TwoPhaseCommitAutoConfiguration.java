@@ -1,6 +1,7 @@
 package io.github.txnsession.autoconfigure;
 
 import java.time.Duration;
+import java.util.Locale;
 
 import javax.sql.DataSource;
 
@@ -19,13 +20,22 @@ import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionOutcome;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.jdbc.init.DataSourceScriptDatabaseInitializer;
+import org.springframework.boot.sql.autoconfigure.init.OnDatabaseInitializationCondition;
+import org.springframework.boot.sql.init.DatabaseInitializationMode;
+import org.springframework.boot.sql.init.dependency.DatabaseInitializationDependencyConfigurer;
+import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitialization;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.ConditionContext;
+import org.springframework.context.annotation.Conditional;
 import org.springframework.context.annotation.Import;
+import org.springframework.core.type.AnnotatedTypeMetadata;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.transaction.PlatformTransactionManager;
 
@@ -33,8 +43,12 @@ import org.springframework.transaction.PlatformTransactionManager;
  * Auto-configuration of the JDBC two-phase commit, active with {@code kafka.txn-session.jdbc.enabled=true} when the
  * application has a {@link DataSource}. Registers, each only when the application defines none of its own:
  * <ul>
- * <li>{@link DecisionLog} (table {@code kafka.txn-session.jdbc.table}, created at startup unless
- * {@code initialize-schema=false});</li>
+ * <li>{@link DecisionLog} (table {@code kafka.txn-session.jdbc.table});</li>
+ * <li>{@link DecisionLogDataSourceScriptDatabaseInitializer}, Boot's kind of schema initializer for the table:
+ * {@code kafka.txn-session.jdbc.initialize-schema} {@code always} (default: the shipped scripts are idempotent),
+ * {@code embedded} or {@code never} (Flyway, Liquibase or a DBA create the table: nothing is run, no fallback);
+ * Boot's database initialization ordering runs it after Flyway and Liquibase, and the beans that use the table
+ * ({@link TwoPhaseRecovery}, {@link JdbcTwoPhaseDecision}) after it;</li>
  * <li>{@link TwoPhaseRecovery} for the session pool's prefix, run at startup before any session is handed out, told
  * about lost transactions through a {@link LostTransactionHandler} bean if there is one;</li>
  * <li>{@link JdbcTwoPhaseDecision}: the Kafka sessions enlisted in the application's own transaction manager (Boot's
@@ -42,24 +56,28 @@ import org.springframework.transaction.PlatformTransactionManager;
  * {@code @Transactional} spans the database and Kafka with two-phase commit (see
  * {@link SessionTransactionManagerAutoConfiguration}; without any manager, a {@link JdbcKafkaTransactionManager});</li>
  * <li>with Actuator: health {@code kafkaTxnRecovery} (DOWN while lost transactions are unresolved), endpoint
- * {@code txnsessionrecovery} (read the last report, run recovery on demand) and recovery meters.</li>
+ * {@code txnsessionrecovery} (read the last report, run recovery on demand; registered when available, i.e. exposed,
+ * as Boot does for its own endpoints) and recovery meters ({@link TwoPhaseRecoveryMetrics}).</li>
  * </ul>
  * A prepared Kafka transaction still times out on the broker after {@code transaction.timeout.ms} (Kafka-native 2PC,
  * KIP-939, is not available on released brokers): in this mode the sessions default to the broker's
  * {@code transaction.max.timeout.ms} (see {@code kafka.txn-session.transaction-timeout}), and startup warns when
  * the timeout leaves recovery little time.
+ *
+ * <p>Needs Spring Boot's JDBC support ({@code spring-boot-jdbc}, which also auto-configures the {@code DataSource}).
  */
 @AutoConfiguration(after = TransactionSessionAutoConfiguration.class,
         afterName = { "org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration",
                 "org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration",
                 "org.springframework.boot.hibernate.autoconfigure.HibernateJpaAutoConfiguration" },
         beforeName = "org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration")
-@ConditionalOnClass({ JdbcKafkaTransactionManager.class, JdbcTemplate.class, TransactionSessionPool.class })
+@ConditionalOnClass({ JdbcKafkaTransactionManager.class, JdbcTemplate.class, TransactionSessionPool.class,
+        DataSourceScriptDatabaseInitializer.class })
 @ConditionalOnBooleanProperty(name = "kafka.txn-session.jdbc.enabled")
 @ConditionalOnBean(DataSource.class)
 @EnableConfigurationProperties(TwoPhaseCommitProperties.class)
-@Import(TwoPhaseRecoveryActuatorConfiguration.class)
-public class TwoPhaseCommitAutoConfiguration {
+@Import({ DatabaseInitializationDependencyConfigurer.class, TwoPhaseRecoveryActuatorConfiguration.class })
+public final class TwoPhaseCommitAutoConfiguration {
 
     private static final Logger log = LoggerFactory.getLogger(TwoPhaseCommitAutoConfiguration.class);
 
@@ -73,9 +91,22 @@ public class TwoPhaseCommitAutoConfiguration {
         return new DecisionLog(properties.getTable());
     }
 
-    /** @return recovery for the pool's prefix */
+    /**
+     * @return creates or migrates the decision log table, as {@code kafka.txn-session.jdbc.initialize-schema} says
+     *         (no bean with {@code never})
+     */
     @Bean
     @ConditionalOnMissingBean
+    @Conditional(OnDecisionLogInitializationCondition.class)
+    public DecisionLogDataSourceScriptDatabaseInitializer decisionLogDataSourceScriptDatabaseInitializer(
+            DataSource dataSource, TwoPhaseCommitProperties properties) {
+        return new DecisionLogDataSourceScriptDatabaseInitializer(dataSource, properties);
+    }
+
+    /** @return recovery for the pool's prefix; created after the database initializers (the table exists) */
+    @Bean
+    @ConditionalOnMissingBean
+    @DependsOnDatabaseInitialization
     public TwoPhaseRecovery twoPhaseRecovery(DataSource dataSource, DecisionLog decisionLog,
             TransactionSessionPool pool, ObjectProvider<LostTransactionHandler> lostHandler) {
         return new TwoPhaseRecovery(dataSource, decisionLog, pool, lostHandler.getIfAvailable());
@@ -87,23 +118,24 @@ public class TwoPhaseCommitAutoConfiguration {
      */
     @Bean
     @ConditionalOnMissingBean(TwoPhaseDecision.class)
+    @DependsOnDatabaseInitialization
     public JdbcTwoPhaseDecision jdbcTwoPhaseDecision(DataSource dataSource, DecisionLog decisionLog,
             TwoPhaseRecovery recovery, TransactionSessionPool pool) {
         pool.setInDoubtResolver(recovery::recoverTransactionalId);
         return new JdbcTwoPhaseDecision(dataSource, decisionLog, recovery);
     }
 
-    /** @return creates the table and recovers at startup, before listener containers start */
+    /**
+     * @return recovers at startup, before listener containers start (the table was created or migrated by then:
+     *         {@link DecisionLogDataSourceScriptDatabaseInitializer})
+     */
     @Bean
-    public SmartInitializingSingleton twoPhaseCommitStartup(TwoPhaseCommitProperties properties, DataSource dataSource,
-            DecisionLog decisionLog, TwoPhaseRecovery recovery, TransactionSessionPool pool,
+    public SmartInitializingSingleton twoPhaseCommitStartup(TwoPhaseCommitProperties properties,
+            TwoPhaseRecovery recovery, TransactionSessionPool pool,
             ObjectProvider<PlatformTransactionManager> transactionManagers,
             ObjectProvider<SessionProducerFactory<?, ?>> producerFactories) {
         return () -> {
             checkTwoPhaseIsInEffect(transactionManagers, producerFactories);
-            if (properties.isInitializeSchema()) {
-                decisionLog.createTableIfMissing(dataSource);
-            }
             warnIfTimeoutIsShort(pool);
             if (properties.isRecoverOnStartup()) {
                 recovery.ensureRecovered();
@@ -137,6 +169,38 @@ public class TwoPhaseCommitAutoConfiguration {
                     + "the Kafka commit, recovery must run within {} ms or the Kafka side is lost (reported, never "
                     + "silent). Set kafka.txn-session.transaction-timeout closer to the broker's "
                     + "transaction.max.timeout.ms (15 minutes by default).", timeoutMs, timeoutMs);
+        }
+    }
+
+    /**
+     * Boot's condition for a database initializer bean: none with {@code initialize-schema=never}. A value that is no
+     * mode (such as {@code true} or {@code false}, the boolean of earlier versions) matches, so that binding the
+     * properties fails with Boot's message naming the property and the valid values.
+     */
+    static final class OnDecisionLogInitializationCondition extends OnDatabaseInitializationCondition {
+
+        private static final String PROPERTY = TwoPhaseCommitProperties.PREFIX + ".initialize-schema";
+
+        OnDecisionLogInitializationCondition() {
+            super("Kafka transaction session decision log", PROPERTY);
+        }
+
+        @Override
+        public ConditionOutcome getMatchOutcome(ConditionContext context, AnnotatedTypeMetadata metadata) {
+            String value = context.getEnvironment().getProperty(PROPERTY);
+            if (value != null && !isMode(value.trim())) {
+                return ConditionOutcome.match(PROPERTY + " is '" + value + "', not a mode: binding reports it");
+            }
+            return super.getMatchOutcome(context, metadata);
+        }
+
+        private static boolean isMode(String value) {
+            for (DatabaseInitializationMode mode : DatabaseInitializationMode.values()) {
+                if (mode.name().equals(value.toUpperCase(Locale.ENGLISH))) {
+                    return true;
+                }
+            }
+            return false;
         }
     }
 }

@@ -1,16 +1,31 @@
 package io.github.txnsession.autoconfigure;
 
 import org.springframework.boot.context.properties.ConfigurationProperties;
+import org.springframework.boot.jdbc.init.DatabaseInitializationProperties;
+import org.springframework.boot.sql.init.DatabaseInitializationMode;
 
 /**
  * Settings of the JDBC two-phase commit ({@code kafka.txn-session.jdbc.*}): one transaction manager for the
  * application's {@code DataSource} and Kafka, with a decision log table and crash recovery.
+ *
+ * <p>The decision log table is initialized like the tables of Boot's Spring Session JDBC, Quartz and Spring Batch
+ * support ({@code initialize-schema}, {@code schema}, {@code platform}, {@code continue-on-error}), with two
+ * different defaults: {@code initialize-schema} is {@link DatabaseInitializationMode#ALWAYS ALWAYS}, because the
+ * shipped scripts are idempotent (create the table if it is missing, add a column missing in a table of an earlier
+ * version; they never drop or change data) and two-phase commit cannot work without the table, so an application that
+ * opts in with {@code enabled=true} gets it on any database, as before; and {@code continue-on-error} is
+ * {@code false}, because an idempotent script that fails has a real problem to report. An application whose schema is
+ * managed by Flyway or Liquibase, or whose database user may not run DDL, sets {@code initialize-schema=never}.
  */
 @ConfigurationProperties(TwoPhaseCommitProperties.PREFIX)
-public class TwoPhaseCommitProperties {
+public class TwoPhaseCommitProperties extends DatabaseInitializationProperties {
 
     /** The prefix of these properties. */
     public static final String PREFIX = "kafka.txn-session.jdbc";
+
+    /** The shipped schema scripts, one per platform (MariaDB uses the MySQL script). */
+    public static final String DEFAULT_SCHEMA_LOCATION =
+            "classpath:io/github/txnsession/spring/jdbc/schema-@@platform@@.sql";
 
     /**
      * Whether {@code @Transactional} spans the DataSource and Kafka with two-phase commit. Off by default: an
@@ -18,14 +33,21 @@ public class TwoPhaseCommitProperties {
      */
     private boolean enabled;
 
-    /** Name of the decision log table (optionally schema.table). */
+    /**
+     * Name of the decision log table (optionally schema.table). The shipped schema scripts create the default name;
+     * with another name and the default schema location, the table is created with portable CREATE TABLE IF NOT
+     * EXISTS SQL instead.
+     */
     private String table = "kafka_txn_decision_log";
-
-    /** Whether to create the decision log table at startup when it does not exist. */
-    private boolean initializeSchema = true;
 
     /** Whether to run recovery at startup, before the session pool hands out any session. */
     private boolean recoverOnStartup = true;
+
+    /** Settings with the defaults described above. */
+    public TwoPhaseCommitProperties() {
+        setInitializeSchema(DatabaseInitializationMode.ALWAYS);
+        setContinueOnError(false);
+    }
 
     public boolean isEnabled() {
         return this.enabled;
@@ -43,19 +65,16 @@ public class TwoPhaseCommitProperties {
         this.table = table;
     }
 
-    public boolean isInitializeSchema() {
-        return this.initializeSchema;
-    }
-
-    public void setInitializeSchema(boolean initializeSchema) {
-        this.initializeSchema = initializeSchema;
-    }
-
     public boolean isRecoverOnStartup() {
         return this.recoverOnStartup;
     }
 
     public void setRecoverOnStartup(boolean recoverOnStartup) {
         this.recoverOnStartup = recoverOnStartup;
+    }
+
+    @Override
+    public String getDefaultSchemaLocation() {
+        return DEFAULT_SCHEMA_LOCATION;
     }
 }

@@ -154,23 +154,26 @@ class TwoPhaseCommitAutoConfigurationTest {
             con.commit();
         }
         List<LostTransaction> compensated = new ArrayList<>();
-        runner(prefix, db).withBean(LostTransactionHandler.class, () -> compensated::addAll).run(context -> {
-            assertThat(context).hasNotFailed();
-            TwoPhaseRecovery recovery = context.getBean(TwoPhaseRecovery.class);
-            assertThat(recovery.committedCount()).isEqualTo(1);
-            assertThat(recovery.lostTransactions()).extracting(LostTransaction::transactionalId)
-                .containsExactly(prefix + "1");
-            assertThat(compensated).extracting(LostTransaction::transactionalId).containsExactly(prefix + "1");
-            TwoPhaseRecoveryHealthIndicator health = context.getBean(TwoPhaseRecoveryHealthIndicator.class);
-            assertThat(health.health().getStatus()).isEqualTo(Status.DOWN);
-            assertThat(health.health().getDetails()).containsEntry("lostTransactionalIds", List.of(prefix + "1"));
-            Map<String, Object> status = context.getBean(TwoPhaseRecoveryEndpoint.class).status();
-            assertThat(status.get("lost")).isEqualTo(List.of(prefix + "1"));
-            recovery.clearLost();
-            assertThat(health.health().getStatus()).isEqualTo(Status.UP);
-            assertThat(context.getBean(TwoPhaseRecoveryEndpoint.class).recover()).containsEntry("committed",
-                    List.of());
-        });
+        runner(prefix, db).withBean(LostTransactionHandler.class, () -> compensated::addAll)
+            // the endpoint is registered only when exposed (@ConditionalOnAvailableEndpoint, like Boot's own)
+            .withPropertyValues("management.endpoints.web.exposure.include=health,txnsessionrecovery")
+            .run(context -> {
+                assertThat(context).hasNotFailed();
+                TwoPhaseRecovery recovery = context.getBean(TwoPhaseRecovery.class);
+                assertThat(recovery.committedCount()).isEqualTo(1);
+                assertThat(recovery.lostTransactions()).extracting(LostTransaction::transactionalId)
+                    .containsExactly(prefix + "1");
+                assertThat(compensated).extracting(LostTransaction::transactionalId).containsExactly(prefix + "1");
+                TwoPhaseRecoveryHealthIndicator health = context.getBean(TwoPhaseRecoveryHealthIndicator.class);
+                assertThat(health.health().getStatus()).isEqualTo(Status.DOWN);
+                assertThat(health.health().getDetails()).containsEntry("lostTransactionalIds", List.of(prefix + "1"));
+                Map<String, Object> status = context.getBean(TwoPhaseRecoveryEndpoint.class).status();
+                assertThat(status.get("lost")).isEqualTo(List.of(prefix + "1"));
+                recovery.clearLost();
+                assertThat(health.health().getStatus()).isEqualTo(Status.UP);
+                assertThat(context.getBean(TwoPhaseRecoveryEndpoint.class).recover()).containsEntry("committed",
+                        List.of());
+            });
         assertThat(kafka.cluster().readCommitted(topic)).extracting(ConsumerRecord::value)
             .containsExactly("decided");
     }

@@ -25,9 +25,16 @@ import io.github.txnsession.kafka.PreparedTransaction;
  *
  * <p>Guarantees: {@link #record} writes through the caller's connection, so the row commits if and only if the
  * business data commits: the database commit <em>is</em> the decision. A transactional id has at most one row; a new
- * decision replaces an old one. The DDL ({@link #createTableIfMissing}) is portable {@code CREATE TABLE IF NOT
- * EXISTS} SQL, tested on H2 and PostgreSQL; scripts for both are shipped as
- * {@code META-INF/kafka-txn-session/decision-log-h2.sql} and {@code decision-log-postgresql.sql}.
+ * decision replaces an old one.
+ *
+ * <p>The table: schema scripts for the default table name are shipped as
+ * {@code io/github/txnsession/spring/jdbc/schema-<platform>.sql} ({@code h2}, {@code postgresql}, {@code mysql} (also
+ * for MariaDB), {@code oracle} (statements end with a line holding a single {@code /}), {@code sqlserver}); each
+ * creates the table if it is missing and adds the {@code txn_start_ms} column to a table of an earlier version, so it
+ * can run on every start (the Spring Boot starter runs it, see {@code kafka.txn-session.jdbc.initialize-schema}) or be
+ * copied into a Flyway or Liquibase migration. {@link #createTableIfMissing} does the same for any table name with
+ * portable {@code CREATE TABLE IF NOT EXISTS} SQL, tested on H2 and PostgreSQL (SQL Server and Oracle before 23ai lack
+ * it).
  *
  * <p>Not guaranteed: anything about rows written by other tools. The table must not be shared by two applications
  * with the same transactional id prefix.
@@ -43,9 +50,14 @@ public final class DecisionLog {
 
     private static final String IN_DOUBT = "#in-doubt-";
 
-    private static final String MIGRATION_HINT = " (a table created before version 0.2 lacks the txn_start_ms "
-            + "column: let the starter migrate it with kafka.txn-session.jdbc.initialize-schema=true, or run ALTER "
-            + "TABLE <table> ADD COLUMN txn_start_ms BIGINT)";
+    private static final String MIGRATION_HINT = " (does the table exist, with the columns of "
+            + "io/github/txnsession/spring/jdbc/schema-<platform>.sql? The starter creates it, and adds the "
+            + "txn_start_ms column missing in a table created before version 0.2, unless "
+            + "kafka.txn-session.jdbc.initialize-schema=never; by hand: ALTER TABLE <table> ADD COLUMN txn_start_ms "
+            + "BIGINT)";
+
+    /** The escape character of LIKE patterns: not a backslash, which MySQL and MariaDB read as a string escape. */
+    private static final char LIKE_ESCAPE = '!';
 
     private final String table;
 
@@ -251,15 +263,17 @@ public final class DecisionLog {
     }
 
     private static String escape(String likeLiteral) {
-        return likeLiteral.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_");
+        String escape = String.valueOf(LIKE_ESCAPE);
+        return likeLiteral.replace(escape, escape + escape).replace("%", escape + "%").replace("_", escape + "_");
     }
 
-    /** The rows whose transactional id matches the LIKE pattern (escape character backslash), oldest first. */
+    /** The rows whose transactional id matches the LIKE pattern (escape character '!'), oldest first. */
     private List<DecisionRecord> select(DataSource dataSource, String pattern) {
         List<DecisionRecord> records = new ArrayList<>();
         try (Connection con = dataSource.getConnection(); PreparedStatement q = con.prepareStatement(
                 "SELECT transactional_id, producer_id, producer_epoch, " + START_COLUMN + ", decided_at FROM "
-                        + this.table + " WHERE transactional_id LIKE ? ESCAPE '\\' ORDER BY decided_at")) {
+                        + this.table + " WHERE transactional_id LIKE ? ESCAPE '" + LIKE_ESCAPE
+                        + "' ORDER BY decided_at")) {
             q.setString(1, pattern);
             try (ResultSet rs = q.executeQuery()) {
                 while (rs.next()) {

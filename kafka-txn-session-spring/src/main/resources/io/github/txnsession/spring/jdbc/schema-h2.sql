@@ -1,6 +1,7 @@
--- Decision log of kafka-txn-session's JDBC two-phase commit (JdbcKafkaTransactionManager).
+-- Decision log of kafka-txn-session's JDBC two-phase commit (DecisionLog), for H2.
 -- One row per transactional id whose Kafka transaction is prepared and whose database transaction committed the
 -- decision to commit it. Rows left by a crash are all that recovery needs.
+-- Idempotent: creates the table if it is missing and migrates a table of an earlier version; safe on every start.
 CREATE TABLE IF NOT EXISTS kafka_txn_decision_log (
     transactional_id VARCHAR(512) NOT NULL PRIMARY KEY,
     producer_id      BIGINT       NOT NULL,
@@ -10,5 +11,5 @@ CREATE TABLE IF NOT EXISTS kafka_txn_decision_log (
     txn_start_ms     BIGINT,
     decided_at       TIMESTAMP    NOT NULL
 );
--- Migration of a table created by version 0.1 (before txn_start_ms):
+-- Migration of a table created before txn_start_ms existed:
 ALTER TABLE kafka_txn_decision_log ADD COLUMN IF NOT EXISTS txn_start_ms BIGINT;
