@@ -119,7 +119,7 @@ class TwoPhaseRecoveryActuatorConfigurationTest {
         Map<String, Object> configs = kafka.cluster().clientConfigs();
         configs.put("transactional.id", transactionalId);
         configs.put("transaction.timeout.ms", 120_000);
-        TransactionSession session = new TransactionSession(configs);
+        TransactionSession session = TransactionSession.open(configs);
         session.initialize();
         session.beginTransaction();
         new SessionProducer<>(session, new StringSerializer(), new StringSerializer())

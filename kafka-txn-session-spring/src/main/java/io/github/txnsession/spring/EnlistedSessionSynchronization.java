@@ -20,7 +20,6 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.transaction.HeuristicCompletionException;
 import org.springframework.transaction.TransactionSystemException;
 import org.springframework.transaction.TransactionTimedOutException;
-import org.springframework.transaction.UnexpectedRollbackException;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
@@ -134,17 +133,19 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                     + "have no savepoints, so its records cannot be undone in part. The whole transaction rolls back; "
                     + "use REQUIRES_NEW for work that must fail on its own.");
         }
+        // not a Spring TransactionException: AbstractPlatformTransactionManager takes one from here for a failed
+        // doCommit and skips the database rollback; any other exception rolls the database back
         String abort = this.holder.abortRequested();
         if (abort != null) {
-            throw new UnexpectedRollbackException("The Kafka side of this transaction (session '"
+            throw new IllegalStateException("The Kafka side of this transaction (session '"
                     + session.transactionalId() + "') was aborted: " + abort + ". Kafka cannot undo part of a "
                     + "transaction, so the whole transaction rolls back, database included.");
         }
         if (this.holder.isRollbackOnly()) {
             // a send failed the transaction's deadline: the database must not commit without the Kafka side
-            throw new TransactionTimedOutException("The Kafka session '" + session.transactionalId() + "' of this "
+            throw new IllegalStateException("The Kafka session '" + session.transactionalId() + "' of this "
                     + "transaction passed the transaction's deadline (" + this.holder.getDeadline() + "); the whole "
-                    + "transaction rolls back");
+                    + "transaction rolls back", new TransactionTimedOutException("deadline passed"));
         }
         phase(CommitPhase.BEFORE_PREPARE, session);
         PreparedTransaction p = session.prepareTransaction();

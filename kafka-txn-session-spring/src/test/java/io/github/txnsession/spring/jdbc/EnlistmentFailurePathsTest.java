@@ -1,0 +1,285 @@
+package io.github.txnsession.spring.jdbc;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+
+import javax.sql.DataSource;
+
+import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
+import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import io.github.txnsession.spring.SessionEnlistment;
+import io.github.txnsession.spring.SessionProducerFactory;
+import io.github.txnsession.spring.TransactionSessionPool;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.serialization.Serializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+import org.springframework.dao.DataAccessResourceFailureException;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.SimpleDriverDataSource;
+import org.springframework.jdbc.support.JdbcTransactionManager;
+import org.springframework.kafka.core.KafkaTemplate;
+import org.springframework.transaction.TransactionSystemException;
+import org.springframework.transaction.support.DefaultTransactionStatus;
+import org.springframework.transaction.support.TransactionSynchronization;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+import org.springframework.transaction.support.TransactionTemplate;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
+
+/**
+ * Failure paths of a session enlisted in the application's own JDBC manager, found by an adversarial review: sends
+ * from completion callbacks, a database COMMIT whose reply is lost after the decision was written, an in-doubt slot
+ * that must not wait for its next use, and an {@code executeInTransaction} whose callback fails inside a transaction.
+ */
+class EnlistmentFailurePathsTest {
+
+    @RegisterExtension
+    static final KafkaClusterExtension broker = KafkaClusterExtension.with(b -> b
+        .brokerProperty("transaction.abort.timed.out.transaction.cleanup.interval.ms", 500));
+
+    /** A JDBC manager whose COMMIT reaches the database but whose acknowledgement is lost (connection reset). */
+    static final class LostAckManager extends JdbcTransactionManager {
+        volatile boolean loseAck;
+        volatile boolean rollbackFailsToo;
+
+        LostAckManager(DataSource ds) {
+            super(ds);
+        }
+
+        @Override
+        protected void doCommit(DefaultTransactionStatus status) {
+            super.doCommit(status); // the database HAS committed (data + decision row)
+            if (this.loseAck) {
+                throw new DataAccessResourceFailureException("I/O error reading the COMMIT reply");
+            }
+        }
+
+        @Override
+        protected void doRollback(DefaultTransactionStatus status) {
+            if (this.loseAck && this.rollbackFailsToo) {
+                throw new TransactionSystemException("connection is closed"); // -> STATUS_UNKNOWN
+            }
+            super.doRollback(status); // a no-op ROLLBACK after the commit went through -> STATUS_ROLLED_BACK
+        }
+    }
+
+    private static final class App implements AutoCloseable {
+        final DataSource dataSource;
+        final JdbcTemplate jdbc;
+        final TransactionSessionPool pool;
+        final SessionProducerFactory<Object, Object> factory;
+        final KafkaTemplate<Object, Object> kafka;
+        final LostAckManager transactionManager;
+        final TransactionTemplate tx;
+        final String topic;
+        final DecisionLog decisionLog = new DecisionLog();
+        TwoPhaseRecovery recovery;
+
+        App(boolean twoPhase, int poolSize, long kafkaTxTimeoutMs) {
+            this.dataSource = new SimpleDriverDataSource(new org.h2.Driver(), "jdbc:h2:mem:"
+                    + EmbeddedKafkaCluster.uniqueName("adv") + ";DB_CLOSE_DELAY=-1", "sa", "");
+            this.jdbc = new JdbcTemplate(this.dataSource);
+            this.jdbc.execute("CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY)");
+            this.topic = EmbeddedKafkaCluster.uniqueName("adv");
+            broker.cluster().createTopic(this.topic, 1);
+            Map<String, Object> configs = new HashMap<>(broker.cluster().clientConfigs());
+            configs.put(ProducerConfig.LINGER_MS_CONFIG, 1);
+            configs.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, (int) kafkaTxTimeoutMs);
+            this.pool = new TransactionSessionPool(EmbeddedKafkaCluster.uniqueName("adv") + "-", poolSize,
+                    Duration.ofSeconds(5), configs, List.of());
+            this.factory = new SessionProducerFactory<>(this.pool, serializer(), serializer(), configs);
+            JdbcTwoPhaseDecision decision = null;
+            if (twoPhase) {
+                this.decisionLog.createTableIfMissing(this.dataSource);
+                this.recovery = new TwoPhaseRecovery(this.dataSource, this.decisionLog, this.pool, null);
+                this.pool.setInDoubtResolver(this.recovery::recoverTransactionalId);
+                decision = new JdbcTwoPhaseDecision(this.dataSource, this.decisionLog, this.recovery);
+            }
+            this.factory.setEnlistment(new SessionEnlistment(this.pool, decision));
+            this.kafka = new KafkaTemplate<>(this.factory);
+            this.transactionManager = new LostAckManager(this.dataSource);
+            this.tx = new TransactionTemplate(this.transactionManager);
+        }
+
+        @SuppressWarnings({ "unchecked", "rawtypes" })
+        private static Supplier<Serializer<Object>> serializer() {
+            return () -> (Serializer) new StringSerializer();
+        }
+
+        void placeOrder(String id) {
+            this.jdbc.update("INSERT INTO orders (id) VALUES (?)", id);
+            this.kafka.send(this.topic, id, "placed " + id);
+        }
+
+        List<String> rows() {
+            return this.jdbc.queryForList("SELECT id FROM orders ORDER BY id", String.class);
+        }
+
+        List<String> events() {
+            List<String> keys = new ArrayList<>();
+            for (ConsumerRecord<String, String> r : broker.cluster().readCommitted(this.topic)) {
+                keys.add(r.key());
+            }
+            return keys;
+        }
+
+        @Override
+        public void close() {
+            this.pool.close();
+        }
+    }
+
+    /** Exactly where Spring runs @TransactionalEventListener(AFTER_COMMIT): afterCompletion(STATUS_COMMITTED). */
+    private static void afterCommitListener(Runnable body, List<Throwable> failures) {
+        TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+            @Override
+            public void afterCompletion(int status) {
+                if (status == STATUS_COMMITTED) {
+                    try {
+                        body.run();
+                    }
+                    catch (RuntimeException ex) {
+                        failures.add(ex); // Spring would only log it (TransactionSynchronizationUtils)
+                    }
+                }
+            }
+        });
+    }
+
+    /**
+     * A send from an AFTER_COMMIT listener registered before the first send: refused with a message (nothing can join
+     * a completing transaction), and nothing of the finished transaction stays bound to the thread, so a later send
+     * outside any transaction is refused instead of landing in another thread's transaction on the pooled session.
+     */
+    @Test
+    void afterCommitListenerSendNeitherLostNorLeavesTheThreadBoundToAPooledSession() throws Exception {
+        try (App app = new App(false, 1, 60_000)) {
+            List<Throwable> failures = new CopyOnWriteArrayList<>();
+            app.tx.executeWithoutResult(status -> {
+                afterCommitListener(() -> app.kafka.send(app.topic, "n-notified", "after commit"), failures);
+                app.placeOrder("m-order");
+            });
+            // consequence first: this thread now carries a KafkaResourceHolder over the released session
+            ExecutorService other = Executors.newSingleThreadExecutor();
+            CountDownLatch otherInTx = new CountDownLatch(1);
+            CountDownLatch release = new CountDownLatch(1);
+            Future<?> otherTx = other.submit(() -> app.tx.executeWithoutResult(s -> {
+                app.placeOrder("o-other"); // takes the pool's only session
+                otherInTx.countDown();
+                try {
+                    release.await(30, TimeUnit.SECONDS);
+                }
+                catch (InterruptedException ex) {
+                    Thread.currentThread().interrupt();
+                }
+            }));
+            assertThat(otherInTx.await(30, TimeUnit.SECONDS)).isTrue();
+            Throwable refused = null;
+            try {
+                // this thread runs no transaction: KafkaTemplate must refuse ("No transaction is in process")
+                app.kafka.send(app.topic, "p-ghost", "no transaction here");
+            }
+            catch (RuntimeException ex) {
+                refused = ex;
+            }
+            release.countDown();
+            otherTx.get(30, TimeUnit.SECONDS);
+            other.shutdown();
+            assertThat(refused).as("send outside a transaction refused").isNotNull();
+            assertThat(app.events()).containsExactlyInAnyOrder("m-order", "o-other");
+            assertThat(TransactionSynchronizationManager.getResource(app.factory))
+                .as("nothing of the finished transaction stays bound to the thread").isNull();
+            assertThat(TransactionSynchronizationManager.getResource(app.pool)).isNull();
+            // a send from afterCompletion (where Spring runs AFTER_COMMIT listeners) is refused, loudly
+            assertThat(failures).singleElement().asInstanceOf(
+                    org.assertj.core.api.InstanceOfAssertFactories.THROWABLE)
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("while the Spring transaction is completing");
+        }
+    }
+
+    /**
+     * JpaTransactionManager and JdbcTransactionManager report a failed COMMIT as rolled back when the ROLLBACK after
+     * it succeeds, although the database may have committed: the decision log says, and Kafka follows it.
+     */
+    @Test
+    void aCommitWhoseReplyIsLostNeverAbortsADecidedKafkaTransaction() {
+        try (App app = new App(true, 2, 60_000)) {
+            app.transactionManager.loseAck = true;
+            assertThatThrownBy(() -> app.tx.executeWithoutResult(s -> app.placeOrder("q-committed")))
+                .isInstanceOf(DataAccessResourceFailureException.class);
+            app.transactionManager.loseAck = false;
+            assertThat(app.rows()).containsExactly("q-committed"); // the database committed, decision row too
+            // two-phase: the decision is in the log, so Kafka must commit (JdbcKafkaTransactionManager reads it back)
+            await().atMost(Duration.ofSeconds(20)).untilAsserted(
+                    () -> assertThat(app.events()).containsExactly("q-committed"));
+        }
+    }
+
+    /**
+     * An unknown database outcome leaves the Kafka transaction prepared; its slot is settled in the background (not
+     * when the pool happens to reuse it), before the broker's timeout would abort it and while it holds back the last
+     * stable offset.
+     */
+    @Test
+    void anInDoubtSlotIsSettledPromptlyNotWhenThePoolHappensToReuseIt() {
+        try (App app = new App(true, 2, 40_000)) {
+            TransactionTemplate requiresNew = new TransactionTemplate(app.transactionManager);
+            requiresNew.setPropagationBehavior(org.springframework.transaction.TransactionDefinition
+                .PROPAGATION_REQUIRES_NEW);
+            app.tx.executeWithoutResult(s -> { // two sessions at once: both slots initialized afterwards
+                app.placeOrder("r-warmup");
+                requiresNew.executeWithoutResult(i -> app.placeOrder("r-warmup-2"));
+            });
+            app.transactionManager.loseAck = true;
+            app.transactionManager.rollbackFailsToo = true;
+            assertThatThrownBy(() -> app.tx.executeWithoutResult(s -> app.placeOrder("s-in-doubt")));
+            app.transactionManager.loseAck = false;
+            app.tx.executeWithoutResult(s -> app.placeOrder("t-later")); // uses the other, initialized slot
+            await().atMost(Duration.ofSeconds(30)).untilAsserted(() -> assertThat(app.events())
+                .contains("s-in-doubt", "t-later"));
+            assertThat(app.rows()).contains("s-in-doubt", "t-later");
+        }
+    }
+
+    /**
+     * An executeInTransaction whose callback fails inside a running transaction: its records cannot be undone alone,
+     * so the whole transaction rolls back rather than publishing them after the caller caught the failure.
+     */
+    @Test
+    void aFailedExecuteInTransactionCallbackNeverPublishesItsRecords() {
+        try (App app = new App(false, 2, 60_000)) {
+            assertThatThrownBy(() -> app.tx.executeWithoutResult(s -> {
+                app.placeOrder("u-order");
+                try {
+                    app.kafka.executeInTransaction(t -> {
+                        t.send(app.topic, "v-discarded", "the callback fails after this");
+                        throw new IllegalStateException("callback fails");
+                    });
+                }
+                catch (IllegalStateException handled) {
+                    // the application handles it and goes on, as it would with an independent Kafka transaction
+                }
+            })).isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("executeInTransaction");
+            assertThat(app.rows()).isEmpty();
+            assertThat(app.events()).isEmpty();
+        }
+    }
+}
