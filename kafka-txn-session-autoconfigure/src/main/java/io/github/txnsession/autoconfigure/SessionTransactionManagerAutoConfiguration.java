@@ -8,6 +8,7 @@ import javax.sql.DataSource;
 
 import io.github.txnsession.spring.CommitPhaseListener;
 import io.github.txnsession.spring.DatabaseSessionTransactionManager;
+import io.github.txnsession.spring.SessionCommitPoint;
 import io.github.txnsession.spring.SessionEnlistment;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.SessionTransactionManager;
@@ -43,6 +44,7 @@ import org.springframework.core.Ordered;
 import org.springframework.kafka.config.AbstractKafkaListenerContainerFactory;
 import org.springframework.kafka.core.ProducerFactory;
 import org.springframework.kafka.transaction.KafkaAwareTransactionManager;
+import org.springframework.transaction.ConfigurableTransactionManager;
 import org.springframework.transaction.PlatformTransactionManager;
 
 /**
@@ -228,6 +230,26 @@ public final class SessionTransactionManagerAutoConfiguration {
                 ListableBeanFactory beans, TransactionSessionProperties properties) {
             return new DatabaseSessionTransactionManager(applicationManager.getObject(), enlistment,
                     sessionProducerFactory(enlistment.getPool(), beans, properties));
+        }
+
+        /**
+         * The application's transaction managers prepare enlisted sessions after every other {@code beforeCommit}
+         * callback ({@link SessionCommitPoint}): sends from {@code BEFORE_COMMIT} event listeners join the
+         * transaction, and the two-phase decision covers them.
+         */
+        @Bean
+        static BeanPostProcessor sessionCommitPointOnTransactionManagers() {
+            return new BeanPostProcessor() {
+                @Override
+                public Object postProcessAfterInitialization(Object bean, String beanName) {
+                    if (bean instanceof ConfigurableTransactionManager manager
+                            && !(bean instanceof KafkaAwareTransactionManager<?, ?>)
+                            && !manager.getTransactionExecutionListeners().contains(SessionCommitPoint.LISTENER)) {
+                        manager.addListener(SessionCommitPoint.LISTENER);
+                    }
+                    return bean;
+                }
+            };
         }
 
         /** Listener container factories without a transaction manager run on the application's, with a session. */

@@ -58,6 +58,9 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     private @Nullable CompletableFuture<Boolean> clearing;
     private @Nullable List<Object> suspended;
     private boolean committed;
+    /** a {@link SessionCommitPoint} prepares this session after every other callback; its own beforeCommit waits */
+    private boolean preparedByCommitPoint;
+    private boolean prepareAttempted;
     /** a savepoint was rolled back (NESTED): the database undid work the Kafka transaction cannot undo */
     private boolean savepointRolledBack;
 
@@ -124,8 +127,29 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
         this.savepointRolledBack = true;
     }
 
+    /** Leaves the prepare to the transaction's {@link SessionCommitPoint}, which runs after every callback. */
+    void prepareAtCommitPoint(SessionCommitPoint point) {
+        point.register(this);
+        this.preparedByCommitPoint = true;
+    }
+
     @Override
     public void beforeCommit(boolean readOnly) {
+        if (!this.preparedByCommitPoint) {
+            prepareForCommit();
+        }
+    }
+
+    /**
+     * Prepares the Kafka transaction for the database commit (and writes the two-phase decision): from
+     * {@link #beforeCommit}, or from the transaction's {@link SessionCommitPoint} right before the database commits.
+     * Runs once.
+     */
+    void prepareForCommit() {
+        if (this.prepareAttempted) {
+            return;
+        }
+        this.prepareAttempted = true;
         TransactionSession session = this.holder.session();
         if (this.savepointRolledBack) {
             throw new IllegalStateException("A nested transaction (savepoint) of this transaction was rolled back "

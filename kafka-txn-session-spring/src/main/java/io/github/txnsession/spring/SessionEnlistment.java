@@ -30,6 +30,10 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * decision is written through the transaction's own connection), after it committed (Kafka commits) and after it
  * rolled back (Kafka aborts).
  *
+ * <p>Add {@link SessionCommitPoint#LISTENER} to the application's transaction manager (the starter does) so that
+ * sessions prepare after every other {@code beforeCommit} callback, sends from {@code BEFORE_COMMIT} event listeners
+ * included; without it a session prepares in its own {@code beforeCommit} callback, in registration order.
+ *
  * <h2>Modes</h2>
  * <ul>
  * <li>Best effort ({@code twoPhase == null}): Kafka commits right after the database. A crash or a Kafka failure
@@ -119,9 +123,13 @@ public class SessionEnlistment {
         holder.setSynchronizedWithTransaction(true);
         applyDatabaseDeadline(holder);
         TransactionSynchronizationManager.bindResource(this.pool, holder);
-        TransactionSynchronizationManager.registerSynchronization(
-                new EnlistedSessionSynchronization(this.pool, holder, this.twoPhase, this.observers,
-                        this.phaseListeners, this.clearExecutor));
+        EnlistedSessionSynchronization synchronization = new EnlistedSessionSynchronization(this.pool, holder,
+                this.twoPhase, this.observers, this.phaseListeners, this.clearExecutor);
+        SessionCommitPoint point = SessionCommitPoint.current();
+        if (point != null) {
+            synchronization.prepareAtCommitPoint(point);
+        }
+        TransactionSynchronizationManager.registerSynchronization(synchronization);
         return holder;
     }
 

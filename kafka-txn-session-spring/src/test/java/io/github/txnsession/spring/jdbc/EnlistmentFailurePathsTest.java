@@ -17,6 +17,8 @@ import javax.sql.DataSource;
 
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import io.github.txnsession.spring.CommitPhase;
+import io.github.txnsession.spring.SessionCommitPoint;
 import io.github.txnsession.spring.SessionEnlistment;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.TransactionSessionPool;
@@ -89,6 +91,7 @@ class EnlistmentFailurePathsTest {
         final TransactionTemplate tx;
         final String topic;
         final DecisionLog decisionLog = new DecisionLog();
+        final List<CommitPhase> phases = new CopyOnWriteArrayList<>();
         TwoPhaseRecovery recovery;
 
         App(boolean twoPhase, int poolSize, long kafkaTxTimeoutMs) {
@@ -111,7 +114,9 @@ class EnlistmentFailurePathsTest {
                 this.pool.setInDoubtResolver(this.recovery::recoverTransactionalId);
                 decision = new JdbcTwoPhaseDecision(this.dataSource, this.decisionLog, this.recovery);
             }
-            this.factory.setEnlistment(new SessionEnlistment(this.pool, decision));
+            SessionEnlistment enlistment = new SessionEnlistment(this.pool, decision);
+            enlistment.setCommitPhaseListeners(List.of((phase, id) -> this.phases.add(phase)));
+            this.factory.setEnlistment(enlistment);
             this.kafka = new KafkaTemplate<>(this.factory);
             this.transactionManager = new LostAckManager(this.dataSource);
             this.tx = new TransactionTemplate(this.transactionManager);
@@ -281,5 +286,39 @@ class EnlistmentFailurePathsTest {
             assertThat(app.rows()).isEmpty();
             assertThat(app.events()).isEmpty();
         }
+    }
+
+    /**
+     * Sends from beforeCommit callbacks (where Spring runs {@code @TransactionalEventListener(BEFORE_COMMIT)}), one
+     * registered before the first send and sending first, one registered after it: with {@link SessionCommitPoint}
+     * on the manager, both join the transaction and the two-phase decision covers them.
+     */
+    @Test
+    void sendsFromBeforeCommitCallbacksJoinTheTwoPhaseDecision() {
+        try (App app = new App(true, 2, 60_000)) {
+            app.transactionManager.addListener(SessionCommitPoint.LISTENER);
+            app.tx.executeWithoutResult(s -> {
+                app.jdbc.update("INSERT INTO orders (id) VALUES (?)", "x-first");
+                beforeCommit(() -> app.kafka.send(app.topic, "x-first", "the first send, from beforeCommit"));
+            });
+            assertThat(app.phases).contains(CommitPhase.AFTER_LOG_INSERT);
+            app.phases.clear();
+            app.tx.executeWithoutResult(s -> {
+                app.placeOrder("y-main");
+                beforeCommit(() -> app.kafka.send(app.topic, "y-late", "from a callback registered after"));
+            });
+            assertThat(app.phases).containsSubsequence(CommitPhase.BEFORE_PREPARE, CommitPhase.AFTER_LOG_INSERT,
+                    CommitPhase.AFTER_JDBC_COMMIT, CommitPhase.AFTER_KAFKA_COMMIT);
+            assertThat(app.events()).containsExactly("x-first", "y-main", "y-late");
+        }
+    }
+
+    private static void beforeCommit(Runnable body) {
+        TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+            @Override
+            public void beforeCommit(boolean readOnly) {
+                body.run();
+            }
+        });
     }
 }

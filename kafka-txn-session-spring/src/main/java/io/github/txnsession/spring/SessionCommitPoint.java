@@ -1,0 +1,118 @@
+package io.github.txnsession.spring;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.jspecify.annotations.Nullable;
+
+import org.springframework.transaction.TransactionExecution;
+import org.springframework.transaction.TransactionExecutionListener;
+import org.springframework.transaction.support.TransactionSynchronization;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
+/**
+ * Prepares the Kafka sessions enlisted in a transaction at the last moment of its commit: after every
+ * {@code beforeCommit} and {@code beforeCompletion} callback (a {@code @TransactionalEventListener(BEFORE_COMMIT)}
+ * that sends included), right before the database commits.
+ *
+ * <p>Why: a session enlisted through a {@link TransactionSynchronization} alone prepares in its own
+ * {@code beforeCommit}, in the order the callbacks were registered. A callback registered after it that sends fails
+ * the transaction (the session is already prepared), and a first send from a callback that runs after the
+ * synchronizations were collected joins after the two-phase decision was taken, so it commits best effort. Added to
+ * the application's transaction manager ({@code ConfigurableTransactionManager#addListener}; the starter adds it to
+ * every manager in the context), this listener opens a commit point when a transaction begins, sessions enlisted in
+ * that transaction register with it, and it prepares them in the manager's {@code beforeCommit} notification, which
+ * Spring calls after all callbacks and before {@code doCommit}. An exception there rolls the database back.
+ *
+ * <p>Without the listener on the manager that runs a transaction, its sessions prepare in their own
+ * {@code beforeCommit}, as before.
+ */
+public final class SessionCommitPoint implements TransactionSynchronization {
+
+    /** The listener to add to the application's transaction managers. Stateless; one for all pools. */
+    public static final TransactionExecutionListener LISTENER = new TransactionExecutionListener() {
+
+        @Override
+        public void afterBegin(TransactionExecution transaction, @Nullable Throwable beginFailure) {
+            if (beginFailure == null && transaction.isNewTransaction()
+                    && TransactionSynchronizationManager.isSynchronizationActive()) {
+                open();
+            }
+        }
+
+        @Override
+        public void beforeCommit(TransactionExecution transaction) {
+            if (transaction.isNewTransaction()) {
+                SessionCommitPoint point = current();
+                if (point != null) {
+                    point.prepareAll();
+                }
+            }
+        }
+
+        @Override
+        public String toString() {
+            return "SessionCommitPoint.LISTENER";
+        }
+    };
+
+    /** the thread-bound resource key of the current transaction's commit point */
+    private static final Object KEY = new Object() {
+        @Override
+        public String toString() {
+            return "SessionCommitPoint.KEY";
+        }
+    };
+
+    private final List<EnlistedSessionSynchronization> sessions = new ArrayList<>(1);
+
+    private SessionCommitPoint() {
+    }
+
+    private static void open() {
+        SessionCommitPoint point = new SessionCommitPoint();
+        // a point left bound by a transaction that did not complete normally must not block this one
+        TransactionSynchronizationManager.unbindResourceIfPossible(KEY);
+        TransactionSynchronizationManager.bindResource(KEY, point);
+        TransactionSynchronizationManager.registerSynchronization(point);
+    }
+
+    /** @return the commit point of the calling thread's transaction, if its manager has the listener */
+    static @Nullable SessionCommitPoint current() {
+        return TransactionSynchronizationManager.getResource(KEY) instanceof SessionCommitPoint p ? p : null;
+    }
+
+    /** The session will be prepared by this point; its own {@code beforeCommit} then does nothing. */
+    void register(EnlistedSessionSynchronization session) {
+        this.sessions.add(session);
+    }
+
+    private void prepareAll() {
+        for (EnlistedSessionSynchronization session : List.copyOf(this.sessions)) {
+            session.prepareForCommit();
+        }
+    }
+
+    @Override
+    public void suspend() {
+        TransactionSynchronizationManager.unbindResourceIfPossible(KEY);
+    }
+
+    @Override
+    public void resume() {
+        TransactionSynchronizationManager.unbindResourceIfPossible(KEY);
+        TransactionSynchronizationManager.bindResource(KEY, this);
+    }
+
+    @Override
+    public void afterCompletion(int status) {
+        if (TransactionSynchronizationManager.getResource(KEY) == this) {
+            TransactionSynchronizationManager.unbindResource(KEY);
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "SessionCommitPoint[" + this.sessions.size() + " session(s)]";
+    }
+}
