@@ -10,6 +10,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.context.ApplicationEventPublisher;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -18,6 +19,8 @@ import org.springframework.kafka.annotation.KafkaListener;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.transaction.annotation.Propagation;
 import org.springframework.transaction.annotation.Transactional;
+import org.springframework.transaction.event.TransactionPhase;
+import org.springframework.transaction.event.TransactionalEventListener;
 
 /**
  * The application of one cell of the compatibility matrix, written the way spring-kafka users write it: Boot's
@@ -39,6 +42,11 @@ public class CompatApp {
             @Value("${compat.topic}") String topic) {
         new JdbcTemplate(dataSource).execute("CREATE TABLE IF NOT EXISTS compat_order (id VARCHAR(255) PRIMARY KEY)");
         return new Orders(access, new JdbcTemplate(dataSource), jdbcClient, repository, template, topic);
+    }
+
+    @Bean
+    PlacedEvents placedEvents(KafkaTemplate<Object, Object> template, @Value("${compat.topic}") String topic) {
+        return new PlacedEvents(template, topic);
     }
 
     @Bean
@@ -105,12 +113,43 @@ public class CompatApp {
             throw new IllegalStateException("the outer transaction fails after the inner one committed");
         }
 
+        /** Writes the row and publishes an application event; {@link PlacedEvents} sends it before the commit. */
+        @Transactional
+        public void placeViaEvent(String id, boolean fail, ApplicationEventPublisher events) {
+            insert(id);
+            events.publishEvent(new Placed(id));
+            if (fail) {
+                throw new IllegalStateException("the method throws after publishing " + id);
+            }
+        }
+
         /** Writes the row, then sends the event through {@code executeInTransaction}, then fails. */
         @Transactional
         public void placeWithExecuteInTransactionThenFail(String id) {
             insert(id);
             this.template.executeInTransaction(t -> t.send(this.topic, id, "OrderPlaced"));
             throw new IllegalStateException("the method throws after executeInTransaction returned");
+        }
+    }
+
+    /** The application event of {@link Orders#placeViaEvent}. */
+    public record Placed(String id) {
+    }
+
+    /** Sends the event of an order when its transaction is about to commit: the transactional outbox shape. */
+    public static class PlacedEvents {
+
+        private final KafkaTemplate<Object, Object> template;
+        private final String topic;
+
+        PlacedEvents(KafkaTemplate<Object, Object> template, String topic) {
+            this.template = template;
+            this.topic = topic;
+        }
+
+        @TransactionalEventListener(phase = TransactionPhase.BEFORE_COMMIT)
+        public void onPlaced(Placed placed) {
+            this.template.send(this.topic, placed.id(), "OrderPlaced");
         }
     }
 

@@ -129,6 +129,15 @@ class CompatibilityMatrixTest {
                 .isInstanceOf(IllegalStateException.class);
             cell.assertRolledBack(cell.id("throws"));
         }));
+        tests.add(scenario(cell, "@TransactionalEventListener(BEFORE_COMMIT) sends: with the row, or neither", () -> {
+            String kept = cell.id("event-kept");
+            String failed = cell.id("event-failed");
+            cell.orders().placeViaEvent(kept, false, cell.context);
+            assertThatThrownBy(() -> cell.orders().placeViaEvent(failed, true, cell.context))
+                .isInstanceOf(IllegalStateException.class);
+            cell.assertCommitted(kept);
+            cell.assertRolledBack(failed);
+        }));
         tests.add(scenario(cell, "TransactionTemplate setRollbackOnly: neither", () -> {
             cell.transactionTemplate().executeWithoutResult(status -> {
                 cell.orders().write(cell.id("rollback-only"));
