@@ -68,7 +68,8 @@ class TwoPhaseRecoveryActuatorConfigurationTest {
                 "management.endpoints.jmx.exposure.include=txnsessionrecovery")
             .run(context -> assertThat(context).hasNotFailed().hasSingleBean(TwoPhaseRecoveryEndpoint.class));
         runner().withPropertyValues("management.endpoints.web.exposure.include=*",
-                "management.endpoint.txnsessionrecovery.access=none")
+                // upper case: the context runner has no ApplicationConversionService (an application accepts "none")
+                "management.endpoint.txnsessionrecovery.access=NONE")
             .run(context -> assertThat(context).hasNotFailed().doesNotHaveBean(TwoPhaseRecoveryEndpoint.class));
     }
 

@@ -12,6 +12,8 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.jspecify.annotations.Nullable;
 
+import org.springframework.transaction.TransactionException;
+
 /**
  * The producer that spring-kafka finds for a session transaction ({@code KafkaResourceHolder#getProducer()}): it sends
  * and adds offsets into the session that {@link SessionTransactionManager} bound to the thread, and checks the
@@ -53,14 +55,23 @@ final class BoundSessionProducer<K, V> extends DelegatingSessionProducer<K, V> {
     @Override
     public void sendOffsetsToTransaction(Map<TopicPartition, OffsetAndMetadata> offsets,
             ConsumerGroupMetadata groupMetadata) {
-        this.holder.checkDeadline();
+        checkDeadline();
         super.sendOffsetsToTransaction(offsets, groupMetadata);
     }
 
     @Override
     public Future<RecordMetadata> send(ProducerRecord<K, V> record, @Nullable Callback callback) {
-        this.holder.checkDeadline();
+        checkDeadline();
         return super.send(record, callback);
+    }
+
+    private void checkDeadline() {
+        try {
+            this.holder.checkDeadline();
+        }
+        catch (TransactionException ex) {
+            throw SessionCommitPoint.duringCommit(ex);
+        }
     }
 
     @Override

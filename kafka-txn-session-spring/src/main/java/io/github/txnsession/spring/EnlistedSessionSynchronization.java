@@ -56,7 +56,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     private @Nullable PreparedTransaction prepared;
     /** the decision row being cleared after the Kafka commit; the session goes back to the pool when it is done */
     private @Nullable CompletableFuture<Boolean> clearing;
-    private @Nullable List<Object> suspended;
+    private @Nullable List<@Nullable Object> suspended;
     private boolean committed;
     /** a {@link SessionCommitPoint} prepares this session after every other callback; its own beforeCommit waits */
     private boolean preparedByCommitPoint;
@@ -77,8 +77,9 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
 
     @Override
     public void suspend() {
-        List<Object> values = new ArrayList<>();
-        values.add(TransactionSynchronizationManager.unbindResource(this.pool));
+        // after beforeCompletion the session is unbound already (a transaction begun from an afterCommit callback)
+        List<@Nullable Object> values = new ArrayList<>();
+        values.add(TransactionSynchronizationManager.unbindResourceIfPossible(this.pool));
         for (Object key : this.holder.alsoBound()) {
             values.add(TransactionSynchronizationManager.unbindResourceIfPossible(key));
         }
@@ -87,11 +88,14 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
 
     @Override
     public void resume() {
-        List<Object> values = this.suspended;
+        List<@Nullable Object> values = this.suspended;
         if (values == null) {
             return;
         }
-        TransactionSynchronizationManager.bindResource(this.pool, values.get(0));
+        Object session = values.get(0);
+        if (session != null) {
+            TransactionSynchronizationManager.bindResource(this.pool, session);
+        }
         List<Object> keys = this.holder.alsoBound();
         for (int i = 0; i < keys.size(); i++) {
             Object value = values.get(i + 1);
@@ -205,6 +209,15 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
         this.committed = true;
         TransactionSession session = this.holder.session();
         PreparedTransaction p = this.prepared;
+        if (p == null && (this.holder.abortRequested() != null || this.holder.isRollbackOnly())) {
+            // enlisted after the commit began (a send from an afterCommit callback) and then aborted or timed out:
+            // it never joined the database's decision, so it is aborted on its own
+            logger.warn("The Kafka transaction of session '" + session.transactionalId() + "', begun after the "
+                    + "database transaction had started to commit, was aborted ("
+                    + (this.holder.abortRequested() != null ? this.holder.abortRequested() : "deadline passed") + ")");
+            rollBack(session, STATUS_ROLLED_BACK);
+            return;
+        }
         if (p == null && this.twoPhase != null) {
             // enlisted after beforeCommit ran (the first send came from another beforeCommit callback): it is not
             // part of the two-phase decision

@@ -5,6 +5,7 @@ import java.util.List;
 
 import org.jspecify.annotations.Nullable;
 
+import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.TransactionExecution;
 import org.springframework.transaction.TransactionExecutionListener;
 import org.springframework.transaction.support.TransactionSynchronization;
@@ -65,6 +66,8 @@ public final class SessionCommitPoint implements TransactionSynchronization {
     };
 
     private final List<EnlistedSessionSynchronization> sessions = new ArrayList<>(1);
+    /** the transaction's beforeCommit callbacks have started */
+    private volatile boolean committing;
 
     private SessionCommitPoint() {
     }
@@ -91,6 +94,35 @@ public final class SessionCommitPoint implements TransactionSynchronization {
         for (EnlistedSessionSynchronization session : List.copyOf(this.sessions)) {
             session.prepareForCommit();
         }
+    }
+
+    /** First of the transaction's callbacks: from here on the transaction is committing. */
+    @Override
+    public int getOrder() {
+        return HIGHEST_PRECEDENCE;
+    }
+
+    @Override
+    public void beforeCommit(boolean readOnly) {
+        this.committing = true;
+    }
+
+    /**
+     * A Spring {@code TransactionException} thrown while a transaction commits (from a send in a {@code beforeCommit}
+     * callback, such as a {@code BEFORE_COMMIT} event listener) is taken by {@code AbstractPlatformTransactionManager}
+     * for a failed database commit: it skips the rollback, and JDBC managers then commit the connection when they
+     * restore auto-commit. Such an exception is therefore wrapped in an {@link IllegalStateException} while the
+     * calling thread's transaction is committing, which rolls the database back.
+     *
+     * @return the exception to throw
+     */
+    static RuntimeException duringCommit(TransactionException failure) {
+        SessionCommitPoint point = current();
+        if (point == null || !point.committing) {
+            return failure;
+        }
+        return new IllegalStateException("A Kafka send failed while the transaction was committing: "
+                + failure.getMessage() + " The whole transaction rolls back.", failure);
     }
 
     @Override

@@ -5,7 +5,6 @@ import java.util.Date;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.Executor;
-import java.util.concurrent.Executors;
 
 import io.github.txnsession.kafka.TransactionSession;
 import org.jspecify.annotations.Nullable;
@@ -48,7 +47,7 @@ public class SessionEnlistment {
     private final @Nullable TwoPhaseDecision twoPhase;
     private volatile List<SessionTransactionObserver> observers = List.of();
     private volatile List<CommitPhaseListener> phaseListeners = List.of();
-    private volatile Executor clearExecutor = DecisionClearing.EXECUTOR;
+    private volatile Executor clearExecutor;
 
     /**
      * @param pool the sessions to enlist
@@ -57,6 +56,7 @@ public class SessionEnlistment {
     public SessionEnlistment(TransactionSessionPool pool, @Nullable TwoPhaseDecision twoPhase) {
         this.pool = Objects.requireNonNull(pool, "pool");
         this.twoPhase = twoPhase;
+        this.clearExecutor = pool::runInBackground;
     }
 
     /** @param observers told how each enlisted transaction ended (metrics, health) */
@@ -73,8 +73,9 @@ public class SessionEnlistment {
     }
 
     /**
-     * @param executor runs the clearing of two-phase decision rows after the Kafka commit (by default one daemon
-     *        thread shared by all enlistments); the committing thread does not wait for it
+     * @param executor runs the clearing of two-phase decision rows after the Kafka commit (by default the pool's
+     *        background thread, {@link TransactionSessionPool#runInBackground}); the committing thread does not wait
+     *        for it
      */
     public void setDecisionClearExecutor(Executor executor) {
         this.clearExecutor = Objects.requireNonNull(executor, "executor");
@@ -174,18 +175,5 @@ public class SessionEnlistment {
     @Override
     public String toString() {
         return "SessionEnlistment[" + this.pool + (this.twoPhase == null ? ", best effort" : ", two-phase") + "]";
-    }
-
-    /** The default executor of decision-row clearing: one daemon thread, created when first needed. */
-    private static final class DecisionClearing {
-
-        static final Executor EXECUTOR = Executors.newSingleThreadExecutor(r -> {
-            Thread t = new Thread(r, "txn-session-decision-clear");
-            t.setDaemon(true);
-            return t;
-        });
-
-        private DecisionClearing() {
-        }
     }
 }

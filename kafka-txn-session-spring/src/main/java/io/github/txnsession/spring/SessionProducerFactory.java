@@ -14,6 +14,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.DisposableBean;
 import org.springframework.kafka.core.DefaultKafkaProducerFactory;
 import org.springframework.kafka.core.ProducerFactory;
+import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 /**
@@ -126,7 +127,12 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
         SessionEnlistment enlist = this.enlistment;
         if (enlist != null && SessionEnlistment.canEnlist()) {
             // inside the transaction of the application's own manager (JDBC, JPA): join it
-            return boundProducer(enlist.enlist());
+            try {
+                return boundProducer(enlist.enlist());
+            }
+            catch (TransactionException ex) {
+                throw SessionCommitPoint.duringCommit(ex);
+            }
         }
         PooledSession lease = this.pool.acquire();
         try {

@@ -257,6 +257,7 @@ public class SessionTransactionManager extends AbstractPlatformTransactionManage
         TransactionSynchronizationManager.unbindResourceIfPossible(this.producerFactory);
         SessionResourceHolder holder = tx.holder;
         if (holder != null) {
+            holder.markEnded();
             holder.clear();
             holder.lease().release();
             tx.holder = null;

@@ -6,7 +6,9 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
@@ -69,6 +71,8 @@ public final class TransactionSessionPool implements AutoCloseable {
     private volatile @Nullable Consumer<String> inDoubtResolver;
     /** settles in-doubt slots in the background (created at the first one); guarded by the pool lock */
     private @Nullable ScheduledExecutorService settler;
+    /** runs the clearing of decision rows (created at the first one); guarded by the pool lock */
+    private @Nullable ExecutorService background;
     private int inUse;
     private int waiting;
     private long exhausted;
@@ -193,6 +197,9 @@ public final class TransactionSessionPool implements AutoCloseable {
             }
             catch (RuntimeException ex) {
                 giveBack(slot, null);
+                if (slot.inDoubt) {
+                    scheduleSettlement(slot, SETTLE_RETRY); // its settlement failed: keep trying in the background
+                }
                 throw ex;
             }
             slot.session = session;
@@ -288,6 +295,35 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     /**
+     * Runs {@code task} on the pool's background thread (one daemon thread per pool, created when first needed, shut
+     * down with the pool after the tasks already queued): two-phase decision rows are cleared there after the Kafka
+     * commit, off the committing thread.
+     *
+     * @throws java.util.concurrent.RejectedExecutionException once the pool is closed
+     */
+    public void runInBackground(Runnable task) {
+        ExecutorService executor;
+        this.lock.lock();
+        try {
+            if (this.closed) {
+                throw new RejectedExecutionException("Transaction session pool '" + this.prefix + "' is closed");
+            }
+            if (this.background == null) {
+                this.background = Executors.newSingleThreadExecutor(r -> {
+                    Thread t = new Thread(r, "txn-session-background-" + this.prefix);
+                    t.setDaemon(true);
+                    return t;
+                });
+            }
+            executor = this.background;
+        }
+        finally {
+            this.lock.unlock();
+        }
+        executor.execute(task);
+    }
+
+    /**
      * Settles an in-doubt slot in the background instead of waiting for its next use: its prepared transaction holds
      * back the last stable offset of its partitions (read_committed readers see nothing newer) until it is completed,
      * and the broker aborts it at its timeout. Retried every {@link #SETTLE_RETRY} while the resolver fails (the
@@ -324,6 +360,10 @@ public final class TransactionSessionPool implements AutoCloseable {
             boolean ran = runIfIdle(slot.transactionalId, () -> settleIfInDoubt(slot));
             if (ran) {
                 log.info("Transaction session '{}': its in-doubt transaction was settled", slot.transactionalId);
+            }
+            else if (slot.inDoubt) {
+                // lent right now: its new owner settles it first; if that fails, try again later
+                scheduleSettlement(slot, SETTLE_RETRY);
             }
         }
         catch (RuntimeException ex) {
@@ -526,6 +566,7 @@ public final class TransactionSessionPool implements AutoCloseable {
     @Override
     public void close() {
         List<TransactionSession> toClose = new ArrayList<>();
+        List<TransactionSession> toAbandon = new ArrayList<>();
         this.lock.lock();
         try {
             if (this.closed) {
@@ -535,12 +576,24 @@ public final class TransactionSessionPool implements AutoCloseable {
             if (this.settler != null) {
                 this.settler.shutdownNow();
             }
+            if (this.background != null) {
+                this.background.shutdown(); // clears already queued still run
+            }
             for (Slot s : this.slots) {
-                if (s.session != null) {
-                    toClose.add(s.session);
-                    if (s.owner == null) {
-                        s.session = null;
-                    }
+                TransactionSession session = s.session;
+                if (session == null) {
+                    continue;
+                }
+                if (s.owner == null) {
+                    toClose.add(session);
+                    s.session = null;
+                }
+                else if (session.state() == SessionState.PREPARED) {
+                    // lent and prepared: a two-phase commit may have decided it; closing would abort it
+                    toAbandon.add(session);
+                }
+                else {
+                    toClose.add(session);
                 }
             }
             this.released.signalAll();
@@ -549,6 +602,11 @@ public final class TransactionSessionPool implements AutoCloseable {
             this.lock.unlock();
         }
         toClose.forEach(TransactionSessionPool::closeQuietly);
+        for (TransactionSession session : toAbandon) {
+            log.warn("Transaction session '{}' is lent with a prepared transaction while the pool closes: left for "
+                    + "recovery, not aborted", session.transactionalId());
+            session.abandon();
+        }
         log.info("Closed transaction session pool '{}' ({} session(s))", this.prefix, toClose.size());
     }
 
