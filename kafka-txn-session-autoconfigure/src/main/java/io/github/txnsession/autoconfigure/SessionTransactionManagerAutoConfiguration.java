@@ -34,6 +34,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.kafka.autoconfigure.DefaultKafkaProducerFactoryCustomizer;
 import org.springframework.boot.kafka.autoconfigure.KafkaAutoConfiguration;
 import org.springframework.boot.kafka.autoconfigure.KafkaConnectionDetails;
 import org.springframework.boot.kafka.autoconfigure.KafkaProperties;
@@ -142,7 +143,8 @@ public final class SessionTransactionManagerAutoConfiguration {
             // the application's own factories are deliberately non-transactional: the sessions get a factory of
             // their own (not a bean), from spring.kafka.producer.*
             ours = TransactionSessionAutoConfiguration.producerFactory(pool, beans.getBean(KafkaProperties.class),
-                    beans.getBeanProvider(KafkaConnectionDetails.class).getIfAvailable());
+                    beans.getBeanProvider(KafkaConnectionDetails.class).getIfAvailable(),
+                    beans.getBeanProvider(DefaultKafkaProducerFactoryCustomizer.class));
         }
         return ours;
     }

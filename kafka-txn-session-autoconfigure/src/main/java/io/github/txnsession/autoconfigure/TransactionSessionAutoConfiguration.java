@@ -2,6 +2,7 @@ package io.github.txnsession.autoconfigure;
 
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
 
@@ -30,6 +31,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProp
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.kafka.autoconfigure.DefaultKafkaProducerFactoryCustomizer;
 import org.springframework.boot.kafka.autoconfigure.KafkaAutoConfiguration;
 import org.springframework.boot.kafka.autoconfigure.KafkaConnectionDetails;
 import org.springframework.boot.kafka.autoconfigure.KafkaProperties;
@@ -38,6 +40,7 @@ import org.springframework.boot.ssl.SslBundle;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.core.env.Environment;
+import org.springframework.kafka.core.DefaultKafkaProducerFactory;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.kafka.core.ProducerFactory;
 import org.springframework.util.StringUtils;
@@ -49,7 +52,9 @@ import org.springframework.util.StringUtils;
  * <li>{@link TransactionSessionPool} {@code transactionSessionPool}: the bounded pool, ids
  * {@code kafka.txn-session.transactional-id-prefix + i}, connection settings from {@code spring.kafka.*};</li>
  * <li>{@link SessionProducerFactory} {@code kafkaProducerFactory}: replaces Boot's producer factory, so Boot's
- * {@code KafkaTemplate} sends into the current session (serializers from {@code spring.kafka.producer.*});</li>
+ * {@code KafkaTemplate} sends into the current session (serializers from {@code spring.kafka.producer.*}; the
+ * listeners of Boot's {@code DefaultKafkaProducerFactoryCustomizer}s, such as Micrometer's client metrics, see the
+ * sessions' producers);</li>
  * <li>the transaction manager: see {@link SessionTransactionManagerAutoConfiguration} (the application's own manager
  * is kept when it has one);</li>
  * <li>{@link TransactionSession} {@code transactionSession}: the session of the current transaction, a
@@ -129,8 +134,9 @@ public final class TransactionSessionAutoConfiguration {
     @Bean
     @ConditionalOnMissingBean(ProducerFactory.class)
     public SessionProducerFactory<Object, Object> kafkaProducerFactory(TransactionSessionPool pool,
-            KafkaProperties kafkaProperties, ObjectProvider<KafkaConnectionDetails> connectionDetails) {
-        return producerFactory(pool, kafkaProperties, connectionDetails.getIfAvailable());
+            KafkaProperties kafkaProperties, ObjectProvider<KafkaConnectionDetails> connectionDetails,
+            ObjectProvider<DefaultKafkaProducerFactoryCustomizer> customizers) {
+        return producerFactory(pool, kafkaProperties, connectionDetails.getIfAvailable(), customizers);
     }
 
     /**
@@ -173,12 +179,36 @@ public final class TransactionSessionAutoConfiguration {
     }
 
     static SessionProducerFactory<Object, Object> producerFactory(TransactionSessionPool pool,
-            KafkaProperties kafkaProperties, @Nullable KafkaConnectionDetails connectionDetails) {
+            KafkaProperties kafkaProperties, @Nullable KafkaConnectionDetails connectionDetails,
+            ObjectProvider<DefaultKafkaProducerFactoryCustomizer> customizers) {
         Map<String, Object> configs = producerConfigs(kafkaProperties, connectionDetails);
         Class<?> keyType = kafkaProperties.getProducer().getKeySerializer();
         Class<?> valueType = kafkaProperties.getProducer().getValueSerializer();
-        return new SessionProducerFactory<>(pool, serializer(keyType, configs, true),
-                serializer(valueType, configs, false), configs);
+        SessionProducerFactory<Object, Object> factory = new SessionProducerFactory<>(pool,
+                serializer(keyType, configs, true), serializer(valueType, configs, false), configs);
+        applyCustomizers(factory, configs, customizers);
+        return factory;
+    }
+
+    /**
+     * Boot's {@code DefaultKafkaProducerFactoryCustomizer}s (Micrometer client metrics, the application's own) are
+     * written for a {@code DefaultKafkaProducerFactory}: they run on a stand-in one (which makes no producer), and
+     * the listeners and post-processors they add are taken over (see {@link SessionProducerFactory} for what each
+     * applies to). Other settings a customizer makes on the stand-in have no effect on the sessions; the log says so.
+     */
+    static void applyCustomizers(SessionProducerFactory<Object, Object> factory, Map<String, Object> configs,
+            ObjectProvider<DefaultKafkaProducerFactoryCustomizer> customizers) {
+        List<DefaultKafkaProducerFactoryCustomizer> all = customizers.orderedStream().toList();
+        if (all.isEmpty()) {
+            return;
+        }
+        DefaultKafkaProducerFactory<Object, Object> standIn = new DefaultKafkaProducerFactory<>(configs);
+        all.forEach(c -> c.customize(standIn));
+        standIn.getListeners().forEach(factory::addListener);
+        standIn.getPostProcessors().forEach(factory::addPostProcessor);
+        log.debug("Applied {} DefaultKafkaProducerFactoryCustomizer(s) to the session producer factory: {} "
+                + "listener(s), {} post-processor(s) taken over; other settings they make do not apply to sessions",
+                all.size(), standIn.getListeners().size(), standIn.getPostProcessors().size());
     }
 
     @SuppressWarnings("unchecked")

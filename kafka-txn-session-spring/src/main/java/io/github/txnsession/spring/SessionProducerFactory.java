@@ -1,11 +1,16 @@
 package io.github.txnsession.spring;
 
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 
 import io.github.txnsession.kafka.SessionProducer;
+import io.github.txnsession.kafka.TransactionSession;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.serialization.Serializer;
@@ -14,6 +19,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.DisposableBean;
 import org.springframework.kafka.core.DefaultKafkaProducerFactory;
 import org.springframework.kafka.core.ProducerFactory;
+import org.springframework.kafka.core.ProducerPostProcessor;
 import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
@@ -36,6 +42,12 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * shared, non-transactional producer with the same connection settings.</li>
  * </ul>
  *
+ * <p>{@linkplain #addListener Listeners} (Micrometer's {@code MicrometerProducerListener}, added by Boot's
+ * {@code DefaultKafkaProducerFactoryCustomizer}s) are told about each session's producer when the pool opens and
+ * closes the session (as a read-only {@link SessionProducer} view: its {@code metrics()} are the session producer's
+ * client metrics), and about the non-transactional producer. {@linkplain #addPostProcessor Post-processors} apply to
+ * the non-transactional producer only: the sessions own their producers, which no wrapper may bypass.
+ *
  * <p>Not supported: a per-template transactional id prefix. The pool fixes the ids; a template or call that asks for
  * another prefix fails with a message saying so. {@code executeInTransaction} inside a session transaction joins
  * that transaction rather than starting an independent one; use {@code REQUIRES_NEW} for an independent one.
@@ -51,6 +63,11 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
     private final Map<String, Object> configs;
     private volatile @Nullable DefaultKafkaProducerFactory<K, V> nonTransactional;
     private volatile @Nullable SessionEnlistment enlistment;
+    private final List<Listener<K, V>> listeners = new CopyOnWriteArrayList<>();
+    private final List<ProducerPostProcessor<K, V>> postProcessors = new CopyOnWriteArrayList<>();
+    /** the views the listeners were given, by transactional id, to remove them with the same object */
+    private final Map<String, SessionProducer<K, V>> announced = new ConcurrentHashMap<>();
+    private final AtomicBoolean watchingPool = new AtomicBoolean();
 
     /**
      * @param pool the sessions to send through
@@ -86,6 +103,94 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
     /** @return the enlistment set with {@link #setEnlistment}, if any */
     public @Nullable SessionEnlistment getEnlistment() {
         return this.enlistment;
+    }
+
+    @Override
+    public void addListener(Listener<K, V> listener) {
+        this.listeners.add(Objects.requireNonNull(listener, "listener"));
+        watchPool();
+        DefaultKafkaProducerFactory<K, V> plain = this.nonTransactional;
+        if (plain != null) {
+            plain.addListener(listener);
+        }
+    }
+
+    @Override
+    public void addListener(int index, Listener<K, V> listener) {
+        this.listeners.add(index, Objects.requireNonNull(listener, "listener"));
+        watchPool();
+        DefaultKafkaProducerFactory<K, V> plain = this.nonTransactional;
+        if (plain != null) {
+            plain.addListener(index, listener);
+        }
+    }
+
+    @Override
+    public boolean removeListener(Listener<K, V> listener) {
+        DefaultKafkaProducerFactory<K, V> plain = this.nonTransactional;
+        if (plain != null) {
+            plain.removeListener(listener);
+        }
+        return this.listeners.remove(listener);
+    }
+
+    @Override
+    public List<Listener<K, V>> getListeners() {
+        return List.copyOf(this.listeners);
+    }
+
+    /** Applies to the non-transactional producer only (see the class description). */
+    @Override
+    public void addPostProcessor(ProducerPostProcessor<K, V> postProcessor) {
+        this.postProcessors.add(Objects.requireNonNull(postProcessor, "postProcessor"));
+        DefaultKafkaProducerFactory<K, V> plain = this.nonTransactional;
+        if (plain != null) {
+            plain.addPostProcessor(postProcessor);
+        }
+    }
+
+    @Override
+    public boolean removePostProcessor(ProducerPostProcessor<K, V> postProcessor) {
+        DefaultKafkaProducerFactory<K, V> plain = this.nonTransactional;
+        if (plain != null) {
+            plain.removePostProcessor(postProcessor);
+        }
+        return this.postProcessors.remove(postProcessor);
+    }
+
+    @Override
+    public List<ProducerPostProcessor<K, V>> getPostProcessors() {
+        return List.copyOf(this.postProcessors);
+    }
+
+    /** Tells the listeners about the producers of the sessions the pool opens and closes from now on. */
+    private void watchPool() {
+        if (!this.watchingPool.compareAndSet(false, true)) {
+            return;
+        }
+        this.pool.addLifecycleListener(new TransactionSessionPool.SessionLifecycleListener() {
+            @Override
+            public void sessionOpened(TransactionSession session) {
+                SessionProducer<K, V> view = new SessionProducer<>(session, keySerializer.get(),
+                        valueSerializer.get());
+                announced.put(session.transactionalId(), view);
+                String id = producerId(session);
+                listeners.forEach(l -> l.producerAdded(id, view));
+            }
+
+            @Override
+            public void sessionClosed(TransactionSession session) {
+                SessionProducer<K, V> view = announced.remove(session.transactionalId());
+                if (view != null) {
+                    String id = producerId(session);
+                    listeners.forEach(l -> l.producerRemoved(id, view));
+                }
+            }
+        });
+    }
+
+    private static String producerId(TransactionSession session) {
+        return "session-" + session.transactionalId();
     }
 
     /** @return the pool whose sessions this factory's producers write into */
@@ -164,6 +269,8 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
                 if (factory == null) {
                     factory = new DefaultKafkaProducerFactory<>(this.configs, this.keySerializer,
                             this.valueSerializer);
+                    this.listeners.forEach(factory::addListener);
+                    this.postProcessors.forEach(factory::addPostProcessor);
                     this.nonTransactional = factory;
                 }
             }

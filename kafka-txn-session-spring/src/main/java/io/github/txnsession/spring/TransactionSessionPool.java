@@ -6,6 +6,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
@@ -62,6 +63,7 @@ public final class TransactionSessionPool implements AutoCloseable {
     private final Duration acquireTimeout;
     private final Map<String, Object> sessionConfigs;
     private final List<SessionListener> listeners;
+    private final List<SessionLifecycleListener> lifecycleListeners = new CopyOnWriteArrayList<>();
     private final Slot[] slots;
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition released = this.lock.newCondition();
@@ -289,7 +291,7 @@ public final class TransactionSessionPool implements AutoCloseable {
             this.lock.unlock();
         }
         if (idle != null) {
-            idle.abandon();
+            abandonQuietly(idle);
         }
         scheduleSettlement(slot, SETTLE_RETRY);
     }
@@ -404,6 +406,14 @@ public final class TransactionSessionPool implements AutoCloseable {
             throw ex;
         }
         log.debug("Initialized transaction session '{}'", transactionalId);
+        for (SessionLifecycleListener l : this.lifecycleListeners) {
+            try {
+                l.sessionOpened(session);
+            }
+            catch (RuntimeException ex) {
+                log.warn("Session lifecycle listener {} failed: {}", l, ex.toString());
+            }
+        }
         return session;
     }
 
@@ -452,12 +462,7 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     private void giveBackInDoubt(Slot slot, TransactionSession session) {
-        try {
-            session.abandon();
-        }
-        catch (RuntimeException ex) {
-            log.warn("Transaction session '{}': closing it failed: {}", session.transactionalId(), ex.toString());
-        }
+        abandonQuietly(session);
         slot.inDoubt = true;
         giveBack(slot, null);
         // not at once: a database commit whose outcome was unknown may still be landing
@@ -601,11 +606,11 @@ public final class TransactionSessionPool implements AutoCloseable {
         finally {
             this.lock.unlock();
         }
-        toClose.forEach(TransactionSessionPool::closeQuietly);
+        toClose.forEach(this::closeQuietly);
         for (TransactionSession session : toAbandon) {
             log.warn("Transaction session '{}' is lent with a prepared transaction while the pool closes: left for "
                     + "recovery, not aborted", session.transactionalId());
-            session.abandon();
+            abandonQuietly(session);
         }
         log.info("Closed transaction session pool '{}' ({} session(s))", this.prefix, toClose.size());
     }
@@ -617,7 +622,7 @@ public final class TransactionSessionPool implements AutoCloseable {
         }
     }
 
-    private static void closeQuietly(@Nullable TransactionSession session) {
+    private void closeQuietly(@Nullable TransactionSession session) {
         if (session == null) {
             return;
         }
@@ -626,6 +631,49 @@ public final class TransactionSessionPool implements AutoCloseable {
         }
         catch (RuntimeException ex) {
             log.warn("Closing transaction session '{}' failed: {}", session.transactionalId(), ex.toString());
+        }
+        closed(session);
+    }
+
+    /** Closes without ending the transaction (it may be decided elsewhere). */
+    private void abandonQuietly(TransactionSession session) {
+        try {
+            session.abandon();
+        }
+        catch (RuntimeException ex) {
+            log.warn("Closing transaction session '{}' failed: {}", session.transactionalId(), ex.toString());
+        }
+        closed(session);
+    }
+
+    private void closed(TransactionSession session) {
+        for (SessionLifecycleListener l : this.lifecycleListeners) {
+            try {
+                l.sessionClosed(session);
+            }
+            catch (RuntimeException ex) {
+                log.warn("Session lifecycle listener {} failed: {}", l, ex.toString());
+            }
+        }
+    }
+
+    /**
+     * @param listener told when the pool opens (initializes) a session and when it closes one: for client metrics
+     *        of the sessions' producers, say. Sessions opened before it was added are not reported.
+     */
+    public void addLifecycleListener(SessionLifecycleListener listener) {
+        this.lifecycleListeners.add(Objects.requireNonNull(listener, "listener"));
+    }
+
+    /** Told when a pool opens or closes one of its sessions; called on the thread doing it, must not block. */
+    public interface SessionLifecycleListener {
+
+        /** @param session initialized, about to be lent for the first time */
+        default void sessionOpened(TransactionSession session) {
+        }
+
+        /** @param session closed or abandoned by the pool */
+        default void sessionClosed(TransactionSession session) {
         }
     }
 
