@@ -45,8 +45,8 @@ import org.springframework.core.Ordered;
 import org.springframework.kafka.config.AbstractKafkaListenerContainerFactory;
 import org.springframework.kafka.core.ProducerFactory;
 import org.springframework.kafka.transaction.KafkaAwareTransactionManager;
-import org.springframework.transaction.ConfigurableTransactionManager;
 import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.support.AbstractPlatformTransactionManager;
 
 /**
  * Which transaction manager runs {@code @Transactional}, decided after the application's own database managers
@@ -244,8 +244,11 @@ public final class SessionTransactionManagerAutoConfiguration {
             return new BeanPostProcessor() {
                 @Override
                 public Object postProcessAfterInitialization(Object bean, String beanName) {
-                    if (bean instanceof ConfigurableTransactionManager manager
+                    // imperative managers only (not reactive ones), and not JTA's (it releases JDBC connections
+                    // in beforeCompletion, before the commit point runs)
+                    if (bean instanceof AbstractPlatformTransactionManager manager
                             && !(bean instanceof KafkaAwareTransactionManager<?, ?>)
+                            && !bean.getClass().getName().startsWith("org.springframework.transaction.jta.")
                             && !manager.getTransactionExecutionListeners().contains(SessionCommitPoint.LISTENER)) {
                         manager.addListener(SessionCommitPoint.LISTENER);
                     }

@@ -1,13 +1,18 @@
 package io.github.txnsession.spring;
 
+import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
 
+import org.apache.commons.logging.Log;
+import org.apache.commons.logging.LogFactory;
 import org.jspecify.annotations.Nullable;
 
+import org.springframework.jdbc.datasource.ConnectionHolder;
 import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.TransactionExecution;
 import org.springframework.transaction.TransactionExecutionListener;
+import org.springframework.transaction.support.DefaultTransactionStatus;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
@@ -26,7 +31,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * Spring calls after all callbacks and before {@code doCommit}. An exception there rolls the database back.
  *
  * <p>Without the listener on the manager that runs a transaction, its sessions prepare in their own
- * {@code beforeCommit}, as before.
+ * {@code beforeCommit}, as before. Not for JTA managers (they release JDBC connections in {@code beforeCompletion},
+ * before this listener runs): the starter leaves them alone.
  */
 public final class SessionCommitPoint implements TransactionSynchronization {
 
@@ -35,20 +41,28 @@ public final class SessionCommitPoint implements TransactionSynchronization {
 
         @Override
         public void afterBegin(TransactionExecution transaction, @Nullable Throwable beginFailure) {
+            // only a transaction with synchronization of its own (not a JTA-style nested one sharing its outer's)
             if (beginFailure == null && transaction.isNewTransaction()
+                    && transaction instanceof DefaultTransactionStatus status && status.isNewSynchronization()
                     && TransactionSynchronizationManager.isSynchronizationActive()) {
-                open();
+                open(transaction);
             }
         }
 
         @Override
         public void beforeCommit(TransactionExecution transaction) {
-            if (transaction.isNewTransaction()) {
-                SessionCommitPoint point = current();
-                if (point != null) {
-                    point.prepareAll();
-                }
+            SessionCommitPoint point = current();
+            if (point == null || point.owner != transaction) {
+                return;
             }
+            point.reached = true;
+            if (!point.sessions.isEmpty() && transaction.isRollbackOnly()) {
+                // marked rollback-only during the commit (a beforeCommit callback caught a failure): the manager
+                // would still commit the database and then report a rollback; fail here so that it rolls back
+                throw new IllegalStateException("The transaction was marked rollback-only while it was committing; "
+                        + "it rolls back, Kafka included");
+            }
+            point.prepareAll();
         }
 
         @Override
@@ -56,6 +70,8 @@ public final class SessionCommitPoint implements TransactionSynchronization {
             return "SessionCommitPoint.LISTENER";
         }
     };
+
+    private static final Log log = LogFactory.getLog(SessionCommitPoint.class);
 
     /** the thread-bound resource key of the current transaction's commit point */
     private static final Object KEY = new Object() {
@@ -66,14 +82,19 @@ public final class SessionCommitPoint implements TransactionSynchronization {
     };
 
     private final List<EnlistedSessionSynchronization> sessions = new ArrayList<>(1);
-    /** the transaction's beforeCommit callbacks have started */
+    /** the transaction this point was opened for */
+    private final TransactionExecution owner;
+    /** the transaction's beforeCommit callbacks have started, and the commit has not finished */
     private volatile boolean committing;
+    /** the manager's beforeCommit notification came: after it, only the database commit itself can fail */
+    private volatile boolean reached;
 
-    private SessionCommitPoint() {
+    private SessionCommitPoint(TransactionExecution owner) {
+        this.owner = owner;
     }
 
-    private static void open() {
-        SessionCommitPoint point = new SessionCommitPoint();
+    private static void open(TransactionExecution owner) {
+        SessionCommitPoint point = new SessionCommitPoint(owner);
         // a point left bound by a transaction that did not complete normally must not block this one
         TransactionSynchronizationManager.unbindResourceIfPossible(KEY);
         TransactionSynchronizationManager.bindResource(KEY, point);
@@ -137,9 +158,45 @@ public final class SessionCommitPoint implements TransactionSynchronization {
     }
 
     @Override
+    public void afterCommit() {
+        this.committing = false;
+    }
+
+    /**
+     * An outcome reported unknown before the manager's {@code beforeCommit} notification came means a Spring
+     * {@code TransactionException} was thrown from a {@code beforeCommit} callback (not by the library: its own are
+     * wrapped): {@code AbstractPlatformTransactionManager} then skips the rollback, and a JDBC manager's clean-up
+     * would commit the connection when it restores auto-commit, while the Kafka side aborts. The database never got
+     * to its commit, so its connections are rolled back here, before that clean-up: both sides roll back.
+     */
+    @Override
     public void afterCompletion(int status) {
-        if (TransactionSynchronizationManager.getResource(KEY) == this) {
-            TransactionSynchronizationManager.unbindResource(KEY);
+        this.committing = false;
+        try {
+            if (status == STATUS_UNKNOWN && !this.reached && !this.sessions.isEmpty()) {
+                rollBackBoundConnections();
+            }
+        }
+        finally {
+            if (TransactionSynchronizationManager.getResource(KEY) == this) {
+                TransactionSynchronizationManager.unbindResource(KEY);
+            }
+        }
+    }
+
+    private static void rollBackBoundConnections() {
+        for (Object resource : TransactionSynchronizationManager.getResourceMap().values()) {
+            if (resource instanceof ConnectionHolder holder) {
+                try {
+                    holder.getConnection().rollback();
+                    log.warn("A Spring TransactionException was thrown while the transaction was committing, before "
+                            + "the database commit: rolled the database back, as the Kafka side was");
+                }
+                catch (SQLException | RuntimeException ex) {
+                    // RuntimeException: IllegalStateException when the holder has no connection (released already)
+                    log.error("Could not roll back the database after a failure before its commit", ex);
+                }
+            }
         }
     }
 

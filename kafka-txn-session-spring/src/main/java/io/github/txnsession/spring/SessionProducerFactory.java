@@ -7,10 +7,12 @@ import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
 
 import io.github.txnsession.kafka.SessionProducer;
 import io.github.txnsession.kafka.TransactionSession;
+import org.apache.commons.logging.LogFactory;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.serialization.Serializer;
@@ -44,8 +46,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *
  * <p>{@linkplain #addListener Listeners} (Micrometer's {@code MicrometerProducerListener}, added by Boot's
  * {@code DefaultKafkaProducerFactoryCustomizer}s) are told about each session's producer when the pool opens and
- * closes the session (as a read-only {@link SessionProducer} view: its {@code metrics()} are the session producer's
- * client metrics), and about the non-transactional producer. {@linkplain #addPostProcessor Post-processors} apply to
+ * closes the session (as a {@link SessionProducer} view for reading: its {@code metrics()} are the session producer's
+ * client metrics; its serializers refuse, so it cannot send), and about the non-transactional producer. {@linkplain #addPostProcessor Post-processors} apply to
  * the non-transactional producer only: the sessions own their producers, which no wrapper may bypass.
  *
  * <p>Not supported: a per-template transactional id prefix. The pool fixes the ids; a template or call that asks for
@@ -65,8 +67,9 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
     private volatile @Nullable SessionEnlistment enlistment;
     private final List<Listener<K, V>> listeners = new CopyOnWriteArrayList<>();
     private final List<ProducerPostProcessor<K, V>> postProcessors = new CopyOnWriteArrayList<>();
-    /** the views the listeners were given, by transactional id, to remove them with the same object */
-    private final Map<String, SessionProducer<K, V>> announced = new ConcurrentHashMap<>();
+    /** the views the listeners were given, by session, to remove them with the same object and id */
+    private final Map<TransactionSession, Announced<K, V>> announced = new ConcurrentHashMap<>();
+    private final AtomicLong announcements = new AtomicLong();
     private final AtomicBoolean watchingPool = new AtomicBoolean();
 
     /**
@@ -171,26 +174,47 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
         this.pool.addLifecycleListener(new TransactionSessionPool.SessionLifecycleListener() {
             @Override
             public void sessionOpened(TransactionSession session) {
-                SessionProducer<K, V> view = new SessionProducer<>(session, keySerializer.get(),
-                        valueSerializer.get());
-                announced.put(session.transactionalId(), view);
-                String id = producerId(session);
-                listeners.forEach(l -> l.producerAdded(id, view));
+                // serializers that refuse: the view is for listeners that read the producer (metrics), and it makes
+                // no serializer instance that nobody would close
+                SessionProducer<K, V> view = new SessionProducer<>(session, refusing(), refusing());
+                // one id per session object: a new session of the same transactional id is a new producer
+                Announced<K, V> a = new Announced<>("session-" + session.transactionalId() + "-"
+                        + announcements.incrementAndGet(), view);
+                announced.put(session, a);
+                tell(l -> l.producerAdded(a.id(), a.view()));
             }
 
             @Override
             public void sessionClosed(TransactionSession session) {
-                SessionProducer<K, V> view = announced.remove(session.transactionalId());
-                if (view != null) {
-                    String id = producerId(session);
-                    listeners.forEach(l -> l.producerRemoved(id, view));
+                Announced<K, V> a = announced.remove(session);
+                if (a != null) {
+                    tell(l -> l.producerRemoved(a.id(), a.view()));
                 }
             }
         });
     }
 
-    private static String producerId(TransactionSession session) {
-        return "session-" + session.transactionalId();
+    private void tell(java.util.function.Consumer<Listener<K, V>> call) {
+        for (Listener<K, V> listener : this.listeners) {
+            try {
+                call.accept(listener);
+            }
+            catch (RuntimeException ex) {
+                LogFactory.getLog(SessionProducerFactory.class).warn("Producer factory listener " + listener
+                        + " failed", ex);
+            }
+        }
+    }
+
+    private static <T> Serializer<T> refusing() {
+        return (topic, data) -> {
+            throw new UnsupportedOperationException("This producer is a view of a pooled session for listeners "
+                    + "(metrics); send through a KafkaTemplate in a transaction");
+        };
+    }
+
+    /** A session producer view handed to the listeners, and the id it was announced with. */
+    private record Announced<K, V>(String id, SessionProducer<K, V> view) {
     }
 
     /** @return the pool whose sessions this factory's producers write into */

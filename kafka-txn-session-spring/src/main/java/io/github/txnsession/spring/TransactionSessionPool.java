@@ -297,8 +297,8 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     /**
-     * Runs {@code task} on the pool's background thread (one daemon thread per pool, created when first needed, shut
-     * down with the pool after the tasks already queued): two-phase decision rows are cleared there after the Kafka
+     * Runs {@code task} on the pool's background threads (up to four daemon threads per pool, created when first
+     * needed, shut down with the pool after the tasks already queued): two-phase decision rows are cleared there after the Kafka
      * commit, off the committing thread.
      *
      * @throws java.util.concurrent.RejectedExecutionException once the pool is closed
@@ -311,7 +311,8 @@ public final class TransactionSessionPool implements AutoCloseable {
                 throw new RejectedExecutionException("Transaction session pool '" + this.prefix + "' is closed");
             }
             if (this.background == null) {
-                this.background = Executors.newSingleThreadExecutor(r -> {
+                // a few threads: one slow delete must not hold up the others' sessions
+                this.background = Executors.newFixedThreadPool(Math.max(1, Math.min(this.size, 4)), r -> {
                     Thread t = new Thread(r, "txn-session-background-" + this.prefix);
                     t.setDaemon(true);
                     return t;
@@ -337,9 +338,10 @@ public final class TransactionSessionPool implements AutoCloseable {
         }
         this.lock.lock();
         try {
-            if (this.closed) {
-                return;
+            if (this.closed || slot.settlementScheduled) {
+                return; // one retry chain per slot
             }
+            slot.settlementScheduled = true;
             if (this.settler == null) {
                 this.settler = Executors.newSingleThreadScheduledExecutor(r -> {
                     Thread t = new Thread(r, "txn-session-settler-" + this.prefix);
@@ -355,6 +357,13 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     private void settleInBackground(Slot slot) {
+        this.lock.lock();
+        try {
+            slot.settlementScheduled = false;
+        }
+        finally {
+            this.lock.unlock();
+        }
         if (!slot.inDoubt) {
             return;
         }
@@ -694,6 +703,8 @@ public final class TransactionSessionPool implements AutoCloseable {
         long releasedSeq;
         /** written by the slot's owner: its last session was released with a prepared transaction */
         volatile boolean inDoubt;
+        /** guarded by the pool lock: a background settlement of this slot is scheduled */
+        boolean settlementScheduled;
 
         Slot(int index, String transactionalId) {
             this.index = index;

@@ -313,6 +313,54 @@ class EnlistmentFailurePathsTest {
         }
     }
 
+    /**
+     * A Spring TransactionException thrown from a beforeCommit callback by code outside the library (a JdbcTemplate
+     * statement after the deadline, say): Spring takes it for a failed database commit and does not roll back, and
+     * the JDBC manager's clean-up would commit the connection. With a session enlisted, the database is rolled back
+     * with the Kafka side.
+     */
+    @Test
+    void aTransactionExceptionFromABeforeCommitCallbackRollsBothSidesBack() {
+        try (App app = new App(true, 2, 60_000)) {
+            app.transactionManager.addListener(SessionCommitPoint.LISTENER);
+            assertThatThrownBy(() -> app.tx.executeWithoutResult(s -> {
+                app.placeOrder("z-unwrapped");
+                beforeCommit(() -> {
+                    throw new org.springframework.transaction.TransactionTimedOutException("from a callback");
+                });
+            })).isInstanceOf(org.springframework.transaction.TransactionTimedOutException.class);
+            assertThat(app.rows()).isEmpty();
+            assertThat(app.events()).isEmpty();
+        }
+    }
+
+    /**
+     * A beforeCommit callback calls a participating transaction that fails, and catches the failure: the transaction
+     * becomes rollback-only while it commits. The JDBC manager would commit the database and then report a rollback,
+     * which aborts the Kafka side; the commit point fails the commit instead, so both roll back.
+     */
+    @Test
+    void rollbackOnlyMarkedWhileCommittingRollsBothSidesBack() {
+        try (App app = new App(false, 2, 60_000)) {
+            app.transactionManager.addListener(SessionCommitPoint.LISTENER);
+            assertThatThrownBy(() -> app.tx.executeWithoutResult(status -> {
+                app.placeOrder("r-marked");
+                beforeCommit(() -> {
+                    try {
+                        app.tx.executeWithoutResult(inner -> {
+                            throw new IllegalArgumentException("a participating call fails");
+                        });
+                    }
+                    catch (IllegalArgumentException caught) {
+                        // handled by the callback; the transaction is rollback-only now
+                    }
+                });
+            })).isInstanceOf(IllegalStateException.class).hasMessageContaining("rollback-only");
+            assertThat(app.rows()).isEmpty();
+            assertThat(app.events()).isEmpty();
+        }
+    }
+
     private static void beforeCommit(Runnable body) {
         TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
             @Override
