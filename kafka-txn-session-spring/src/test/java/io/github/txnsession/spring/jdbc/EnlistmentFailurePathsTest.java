@@ -3,8 +3,11 @@ package io.github.txnsession.spring.jdbc;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
+import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
@@ -34,6 +37,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.SimpleDriverDataSource;
 import org.springframework.jdbc.support.JdbcTransactionManager;
 import org.springframework.kafka.core.KafkaTemplate;
+import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionSystemException;
 import org.springframework.transaction.support.DefaultTransactionStatus;
 import org.springframework.transaction.support.TransactionSynchronization;
@@ -358,6 +362,132 @@ class EnlistmentFailurePathsTest {
             })).isInstanceOf(IllegalStateException.class).hasMessageContaining("rollback-only");
             assertThat(app.rows()).isEmpty();
             assertThat(app.events()).isEmpty();
+        }
+    }
+
+    @Test
+    void randomSequencesBestEffortMatchTheOracle() {
+        randomSequences(false);
+    }
+
+    @Test
+    void randomSequencesTwoPhaseMatchTheOracle() {
+        randomSequences(true);
+    }
+
+    /**
+     * A model-based test of the enlisted session: random transactions (commit, throw, rollback-only, REQUIRES_NEW
+     * inside, executeInTransaction inside and outside, sends from beforeCommit callbacks, a Spring TransactionException
+     * from one, row-only and event-only work) against an oracle of which rows the table must hold and which events a
+     * read_committed reader must see, checked every 25 steps. Steps: {@code enlistment.model.steps} (default 120).
+     */
+    private void randomSequences(boolean twoPhase) {
+        int steps = Integer.getInteger("enlistment.model.steps", 120);
+        long seed = System.nanoTime();
+        Random random = new Random(seed);
+        try (App app = new App(twoPhase, 2, 60_000)) {
+            app.transactionManager.addListener(SessionCommitPoint.LISTENER);
+            TransactionTemplate requiresNew = new TransactionTemplate(app.transactionManager);
+            requiresNew.setPropagationBehavior(TransactionDefinition.PROPAGATION_REQUIRES_NEW);
+            Set<String> rows = new HashSet<>();
+            List<String> events = new ArrayList<>();
+            for (int step = 0; step < steps; step++) {
+                String id = "m" + step;
+                int op = random.nextInt(9);
+                String what = switch (op) {
+                    case 0 -> {
+                        app.tx.executeWithoutResult(s -> app.placeOrder(id));
+                        rows.add(id);
+                        events.add(id);
+                        yield "commit";
+                    }
+                    case 1 -> {
+                        assertThatThrownBy(() -> app.tx.executeWithoutResult(s -> {
+                            app.placeOrder(id);
+                            throw new IllegalStateException("throws");
+                        })).isInstanceOf(IllegalStateException.class);
+                        yield "throw";
+                    }
+                    case 2 -> {
+                        app.tx.executeWithoutResult(s -> {
+                            app.placeOrder(id);
+                            s.setRollbackOnly();
+                        });
+                        yield "rollback-only";
+                    }
+                    case 3 -> {
+                        boolean outerFails = random.nextBoolean();
+                        Runnable body = () -> app.tx.executeWithoutResult(s -> {
+                            app.placeOrder(id);
+                            requiresNew.executeWithoutResult(inner -> app.placeOrder(id + "-inner"));
+                            if (outerFails) {
+                                throw new IllegalStateException("outer fails");
+                            }
+                        });
+                        if (outerFails) {
+                            assertThatThrownBy(body::run).isInstanceOf(IllegalStateException.class);
+                        }
+                        else {
+                            body.run();
+                            rows.add(id);
+                            events.add(id);
+                        }
+                        rows.add(id + "-inner");
+                        events.add(id + "-inner");
+                        yield "requires-new, outer " + (outerFails ? "fails" : "commits");
+                    }
+                    case 4 -> {
+                        app.tx.executeWithoutResult(s -> {
+                            app.jdbc.update("INSERT INTO orders (id) VALUES (?)", id);
+                            app.kafka.executeInTransaction(t -> t.send(app.topic, id, "placed " + id));
+                        });
+                        rows.add(id);
+                        events.add(id);
+                        yield "executeInTransaction inside";
+                    }
+                    case 5 -> {
+                        app.tx.executeWithoutResult(s -> {
+                            app.jdbc.update("INSERT INTO orders (id) VALUES (?)", id);
+                            beforeCommit(() -> app.kafka.send(app.topic, id, "placed " + id));
+                        });
+                        rows.add(id);
+                        events.add(id);
+                        yield "send from beforeCommit";
+                    }
+                    case 6 -> {
+                        assertThatThrownBy(() -> app.tx.executeWithoutResult(s -> {
+                            app.placeOrder(id);
+                            beforeCommit(() -> {
+                                throw new org.springframework.transaction.TransactionTimedOutException("callback");
+                            });
+                        })).isInstanceOf(org.springframework.transaction.TransactionTimedOutException.class);
+                        yield "TransactionException from beforeCommit";
+                    }
+                    case 7 -> {
+                        app.kafka.executeInTransaction(t -> t.send(app.topic, id, "event only"));
+                        events.add(id);
+                        yield "executeInTransaction outside";
+                    }
+                    default -> {
+                        app.tx.executeWithoutResult(s -> app.jdbc.update("INSERT INTO orders (id) VALUES (?)", id));
+                        rows.add(id);
+                        yield "row only";
+                    }
+                };
+                if (step % 25 == 24 || step == steps - 1) {
+                    int at = step;
+                    assertThat(new HashSet<>(app.rows())).as("rows after step %d (%s), seed %d", at, what, seed)
+                        .isEqualTo(rows);
+                    assertThat(app.events()).as("read_committed events after step %d (%s), seed %d", at, what, seed)
+                        .containsExactlyInAnyOrderElementsOf(events);
+                }
+            }
+            if (twoPhase) {
+                await().atMost(Duration.ofSeconds(10)).until(() -> app.decisionLog.findByPrefix(app.dataSource,
+                        app.pool.transactionalIdPrefix()).isEmpty());
+            }
+            System.out.printf("ENLISTMENT-MODEL %s: %d steps, %d rows, %d events, seed %d%n",
+                    twoPhase ? "two-phase" : "best effort", steps, rows.size(), events.size(), seed);
         }
     }
 
