@@ -499,4 +499,26 @@ class EnlistmentFailurePathsTest {
             }
         });
     }
+
+    /**
+     * A transaction of the application's primary manager inside a transaction of another manager: Spring suspends
+     * the outer synchronization when the primary manager begins its own transaction, so the Kafka session enlists in
+     * the primary transaction and commits with its row, whatever the outer transaction does afterwards.
+     */
+    @Test
+    void aPrimaryTransactionInsideAnotherManagersTransactionKeepsItsEvent() {
+        try (App app = new App(false, 2, 60_000)) {
+            DataSource auditDs = new SimpleDriverDataSource(new org.h2.Driver(), "jdbc:h2:mem:"
+                    + EmbeddedKafkaCluster.uniqueName("audit") + ";DB_CLOSE_DELAY=-1", "sa", "");
+            new JdbcTemplate(auditDs).execute("CREATE TABLE audit (id VARCHAR(64))");
+            TransactionTemplate auditTx = new TransactionTemplate(new JdbcTransactionManager(auditDs));
+            assertThatThrownBy(() -> auditTx.executeWithoutResult(s -> {
+                new JdbcTemplate(auditDs).update("INSERT INTO audit VALUES ('w')");
+                app.tx.executeWithoutResult(inner -> app.placeOrder("w-order")); // primary: commits here
+                throw new IllegalStateException("audit step fails afterwards");
+            })).isInstanceOf(IllegalStateException.class);
+            assertThat(app.rows()).containsExactly("w-order"); // Spring semantics: the primary tx committed
+            assertThat(app.events()).containsExactly("w-order");
+        }
+    }
 }
