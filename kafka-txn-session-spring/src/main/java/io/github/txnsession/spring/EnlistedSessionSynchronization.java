@@ -223,7 +223,9 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             // part of the two-phase decision
             logger.error("The Kafka transaction of session '" + session.transactionalId() + "' joined the transaction "
                     + "while it was committing (a send from a beforeCommit callback), after its decision was made: it "
-                    + "commits best effort, and a crash now loses it. Send before the commit starts.");
+                    + "commits best effort, and a crash now loses it. Add SessionCommitPoint.LISTENER to the "
+                    + "transaction manager (the starter does so for every manager bean; not for JTA), or send before "
+                    + "the commit starts.");
         }
         phaseAfterDecision(CommitPhase.AFTER_JDBC_COMMIT, session);
         long start = System.nanoTime();
