@@ -4,6 +4,7 @@ import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
@@ -179,5 +180,29 @@ class TransactionSessionPoolTest {
         withId.put("transactional.id", "fixed");
         assertThatThrownBy(() -> new TransactionSessionPool("p-", 1, Duration.ZERO, withId, List.of()))
             .hasMessageContaining("transactional.id");
+    }
+
+    /**
+     * Closing the pool while a lent session holds a prepared transaction (a two-phase commit may have decided it, its
+     * database commit in flight) leaves that transaction open for recovery instead of aborting it.
+     */
+    @Test
+    void closingThePoolLeavesALentPreparedTransactionForRecovery() throws Exception {
+        String prefix = EmbeddedKafkaCluster.uniqueName("close-prepared") + "-";
+        TransactionSessionPool pool = pool(prefix, 1, Duration.ofSeconds(5));
+        PooledSession lease = pool.acquire();
+        TransactionSession session = lease.session();
+        session.beginTransaction();
+        new SessionProducer<>(session, new StringSerializer(), new StringSerializer())
+            .send(new ProducerRecord<>(TOPIC, "prepared", "v")).get();
+        session.prepareTransaction();
+        pool.close();
+        Optional<TransactionSession> open = TransactionSession.resumeOpen(prefix + "0",
+                kafka.cluster().clientConfigs());
+        assertThat(open).as("the prepared transaction is still open for recovery").isPresent();
+        try (TransactionSession resumed = open.get()) {
+            resumed.abortTransaction();
+        }
+        lease.release();
     }
 }

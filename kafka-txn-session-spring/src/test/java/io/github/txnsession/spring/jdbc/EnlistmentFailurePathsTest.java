@@ -521,4 +521,27 @@ class EnlistmentFailurePathsTest {
             assertThat(app.events()).containsExactly("w-order");
         }
     }
+
+    /**
+     * An afterCommit callback of a transaction that used Kafka begins a REQUIRES_NEW transaction that sends: the
+     * session of the completing transaction is already unbound, and suspending it must not fail the commit.
+     */
+    @Test
+    void aNewTransactionBegunFromAfterCommitSendsOnItsOwn() {
+        try (App app = new App(true, 2, 60_000)) {
+            TransactionTemplate requiresNew = new TransactionTemplate(app.transactionManager);
+            requiresNew.setPropagationBehavior(TransactionDefinition.PROPAGATION_REQUIRES_NEW);
+            app.tx.executeWithoutResult(s -> {
+                app.placeOrder("a-outer");
+                TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                    @Override
+                    public void afterCommit() {
+                        requiresNew.executeWithoutResult(inner -> app.placeOrder("a-after-commit"));
+                    }
+                });
+            });
+            assertThat(app.rows()).containsExactlyInAnyOrder("a-outer", "a-after-commit");
+            assertThat(app.events()).containsExactlyInAnyOrder("a-outer", "a-after-commit");
+        }
+    }
 }
