@@ -4,14 +4,19 @@ import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Map;
 
+import javax.sql.DataSource;
+
 import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.spring.CurrentTransactionSession;
+import io.github.txnsession.spring.SessionCommitPoint;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.TransactionSessionPool;
 import io.github.txnsession.spring.TransactionSessionProxy;
 import io.github.txnsession.spring.TransactionalConsumerFactory;
 import org.apache.kafka.common.serialization.Serializer;
+import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
 
 import org.springframework.boot.autoconfigure.AutoConfigurations;
@@ -22,6 +27,8 @@ import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.jdbc.datasource.SimpleDriverDataSource;
+import org.springframework.jdbc.support.JdbcTransactionManager;
 import org.springframework.kafka.core.DefaultKafkaProducerFactory;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.kafka.core.ProducerFactory;
@@ -236,6 +243,50 @@ class TransactionSessionAutoConfigurationTest {
                 assertThat(manager.getDefaultTimeout()).isEqualTo(7);
                 assertThat(manager.isRollbackOnCommitFailure()).isTrue();
             });
+    }
+
+    /**
+     * With the application's own transaction manager: every session-backed producer factory of the pool enlists (one
+     * left out would run Kafka transactions of its own, committed after the database's), and the manager gets the
+     * commit point that prepares the sessions after every beforeCommit callback.
+     */
+    @Test
+    void everySessionFactoryEnlistsAndTheApplicationsManagerGetsTheCommitPoint() {
+        this.runner.withUserConfiguration(ApplicationManagerAndSecondFactory.class).run(context -> {
+            assertThat(context).hasNotFailed();
+            assertThat(context.getBeansOfType(SessionProducerFactory.class)).hasSize(2)
+                .allSatisfy((name, factory) -> assertThat(factory.getEnlistment()).as(name).isNotNull());
+            assertThat(context.getBean("transactionManager", JdbcTransactionManager.class)
+                .getTransactionExecutionListeners()).containsExactly(SessionCommitPoint.LISTENER);
+        });
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class ApplicationManagerAndSecondFactory {
+
+        @Bean
+        DataSource dataSource() {
+            return new SimpleDriverDataSource(new org.h2.Driver(), "jdbc:h2:mem:"
+                    + EmbeddedKafkaCluster.uniqueName("factories") + ";DB_CLOSE_DELAY=-1", "sa", "");
+        }
+
+        @Bean
+        JdbcTransactionManager transactionManager(DataSource dataSource) {
+            return new JdbcTransactionManager(dataSource);
+        }
+
+        /** Boot's KafkaTemplate needs an Object/Object factory: the application's own replaces the starter's */
+        @Bean
+        SessionProducerFactory<Object, Object> objectProducerFactory(TransactionSessionPool pool) {
+            return new SessionProducerFactory<>(pool, () -> (t, d) -> String.valueOf(d).getBytes(),
+                    () -> (t, d) -> String.valueOf(d).getBytes(), Map.of("bootstrap.servers", "localhost:1"));
+        }
+
+        @Bean
+        SessionProducerFactory<String, String> stringProducerFactory(TransactionSessionPool pool) {
+            return new SessionProducerFactory<>(pool, StringSerializer::new, StringSerializer::new,
+                    Map.of("bootstrap.servers", "localhost:1"));
+        }
     }
 
     @Test
