@@ -5,8 +5,11 @@ import java.util.Date;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.Executor;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import io.github.txnsession.kafka.TransactionSession;
+import org.apache.commons.logging.Log;
+import org.apache.commons.logging.LogFactory;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.kafka.core.KafkaResourceHolder;
@@ -43,11 +46,14 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  */
 public class SessionEnlistment {
 
+    private static final Log log = LogFactory.getLog(SessionEnlistment.class);
+
     private final TransactionSessionPool pool;
     private final @Nullable TwoPhaseDecision twoPhase;
     private volatile List<SessionTransactionObserver> observers = List.of();
     private volatile List<CommitPhaseListener> phaseListeners = List.of();
     private volatile Executor clearExecutor;
+    private final AtomicBoolean missingCommitPointReported = new AtomicBoolean();
 
     /**
      * @param pool the sessions to enlist
@@ -129,6 +135,13 @@ public class SessionEnlistment {
         SessionCommitPoint point = SessionCommitPoint.current();
         if (point != null) {
             synchronization.prepareAtCommitPoint(point);
+        }
+        else if (this.twoPhase != null && this.missingCommitPointReported.compareAndSet(false, true)) {
+            log.warn("Two-phase commit: the transaction manager of this transaction has no SessionCommitPoint.LISTENER "
+                    + "(a JTA manager, or one created outside the application context). The Kafka session prepares "
+                    + "in its own beforeCommit callback, so a first Kafka send from a beforeCommit callback that runs "
+                    + "after it would commit best effort. Add the listener to the manager "
+                    + "(manager.addListener(SessionCommitPoint.LISTENER)). Reported once.");
         }
         TransactionSynchronizationManager.registerSynchronization(synchronization);
         return holder;
