@@ -2,6 +2,7 @@ package io.github.txnsession.boot.compat;
 
 import java.io.IOException;
 import java.time.Duration;
+import java.util.Date;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -48,6 +49,8 @@ import org.springframework.kafka.core.ProducerFactory;
 import org.springframework.orm.jpa.JpaTransactionManager;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionTimedOutException;
+import org.springframework.transaction.support.ResourceHolderSupport;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -151,7 +154,7 @@ class CompatibilityMatrixTest {
             String id = cell.id("timeout");
             assertThatThrownBy(() -> tx.executeWithoutResult(status -> {
                 cell.orders().write(id);
-                letTimePass(Duration.ofMillis(1200)); // the transaction's own 1 s timeout is what is tested
+                cell.awaitDeadlineOfCurrentTransaction(); // the transaction's own 1 s timeout is what is tested
                 cell.template().send(cell.topic, id + "-late", "too late");
             })).isInstanceOf(TransactionTimedOutException.class);
             cell.assertRolledBack(id);
@@ -216,17 +219,6 @@ class CompatibilityMatrixTest {
             .rootCause()
             .hasMessageContaining("applicationProducerFactory")
             .hasMessageContaining("bypass every transaction");
-    }
-
-    /** The time-out scenario must let its transaction's deadline pass: that is the behaviour under test. */
-    private static void letTimePass(Duration duration) {
-        try {
-            Thread.sleep(duration.toMillis());
-        }
-        catch (InterruptedException ex) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException(ex);
-        }
     }
 
     /** One cell: an application context and the topics it writes. */
@@ -316,6 +308,16 @@ class CompatibilityMatrixTest {
                 assertThat(this.context.getBean(TransactionSessionPool.class).transactionalIdPrefix())
                     .isEqualTo(this.name + "-tx-");
             }
+        }
+
+        /** Awaits the deadline the database transaction manager set for the calling thread's transaction. */
+        void awaitDeadlineOfCurrentTransaction() {
+            Object bound = TransactionSynchronizationManager.getResource(this.context.getBean(DataSource.class));
+            assertThat(bound).as("the transaction's connection holder").isInstanceOf(ResourceHolderSupport.class);
+            Date deadline = ((ResourceHolderSupport) bound).getDeadline();
+            assertThat(deadline).as("the transaction's deadline").isNotNull();
+            await().atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(20))
+                .until(() -> new Date().after(deadline));
         }
 
         void requireStarted() {
