@@ -205,7 +205,7 @@ class SessionEnlistmentTest {
             })).hasMessageContaining("no savepoints");
             assertThat(app.rows()).containsExactly("g-after-commit", "h-after-completion");
             assertThat(app.events()).containsExactly("g-after-commit");
-            assertThat(app.pool.snapshot().inUse()).isZero();
+            await().atMost(Duration.ofSeconds(10)).until(() -> app.pool.snapshot().inUse() == 0);
         }
     }
 
