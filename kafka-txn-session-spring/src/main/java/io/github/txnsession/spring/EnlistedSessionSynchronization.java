@@ -219,11 +219,11 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             return;
         }
         if (p == null && this.twoPhase != null) {
-            // enlisted after beforeCommit ran (the first send came from another beforeCommit callback): it is not
-            // part of the two-phase decision
+            // enlisted after beforeCommit ran (the first send came from a beforeCompletion callback: one from a
+            // beforeCommit callback is refused by SessionEnlistment): it is not part of the two-phase decision
             logger.error("The Kafka transaction of session '" + session.transactionalId() + "' joined the transaction "
-                    + "while it was committing (a send from a beforeCommit callback), after its decision was made: it "
-                    + "commits best effort, and a crash now loses it. Add SessionCommitPoint.LISTENER to the "
+                    + "while it was committing (a send from a beforeCompletion callback), after its decision was made: "
+                    + "it commits best effort, and a crash now loses it. Add SessionCommitPoint.LISTENER to the "
                     + "transaction manager (the starter does so for every manager bean; not for JTA), or send before "
                     + "the commit starts.");
         }

@@ -24,11 +24,13 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * <p>Why: a session enlisted through a {@link TransactionSynchronization} alone prepares in its own
  * {@code beforeCommit}, in the order the callbacks were registered. A callback registered after it that sends fails
  * the transaction (the session is already prepared), and a first send from a callback that runs after the
- * synchronizations were collected joins after the two-phase decision was taken, so it commits best effort. Added to
- * the application's transaction manager ({@code ConfigurableTransactionManager#addListener}; the starter adds it to
- * every manager in the context), this listener opens a commit point when a transaction begins, sessions enlisted in
- * that transaction register with it, and it prepares them in the manager's {@code beforeCommit} notification, which
- * Spring calls after all callbacks and before {@code doCommit}. An exception there rolls the database back.
+ * synchronizations were collected would join after the two-phase decision was taken: it is refused (from
+ * {@code beforeCommit}, which rolls the transaction back) or commits best effort (from {@code beforeCompletion},
+ * whose exceptions Spring swallows). Added to the application's transaction manager
+ * ({@code ConfigurableTransactionManager#addListener}; the starter adds it to every manager in the context), this
+ * listener opens a commit point when a transaction begins, sessions enlisted in that transaction register with it,
+ * and it prepares them in the manager's {@code beforeCommit} notification, which Spring calls after all callbacks and
+ * before {@code doCommit}. An exception there rolls the database back.
  *
  * <p>Without the listener on the manager that runs a transaction, its sessions prepare in their own
  * {@code beforeCommit}, as before. Not for JTA managers (they release JDBC connections in {@code beforeCompletion},
@@ -104,6 +106,36 @@ public final class SessionCommitPoint implements TransactionSynchronization {
     /** @return the commit point of the calling thread's transaction, if its manager has the listener */
     static @Nullable SessionCommitPoint current() {
         return TransactionSynchronizationManager.getResource(KEY) instanceof SessionCommitPoint p ? p : null;
+    }
+
+    /**
+     * @return whether the manager's beforeCommit notification came and the database commit has not finished: a
+     *         session enlisted now would not be prepared
+     */
+    boolean isPastPrepare() {
+        return this.reached && this.committing;
+    }
+
+    /**
+     * @return whether the calling thread runs inside a transaction's {@code beforeCommit} callbacks, where an
+     *         exception rolls the transaction back (a JTA synchronization's {@code beforeCompletion}, which runs them,
+     *         included). Not Spring's own {@code beforeCompletion} callbacks: it swallows what they throw. Spring does
+     *         not expose the phase; the stack shows it. Only asked when a two-phase session enlists in a transaction
+     *         without a commit point.
+     */
+    static boolean insideCommitCallbacks() {
+        return StackWalker.getInstance().walk(frames -> frames.anyMatch(SessionCommitPoint::isCommitCallbackFrame));
+    }
+
+    private static boolean isCommitCallbackFrame(StackWalker.StackFrame frame) {
+        String method = frame.getMethodName();
+        return switch (frame.getClassName()) {
+            case "org.springframework.transaction.support.TransactionSynchronizationUtils" ->
+                method.equals("triggerBeforeCommit");
+            case "org.springframework.transaction.jta.SpringJtaSynchronizationAdapter" ->
+                method.equals("beforeCompletion");
+            default -> false;
+        };
     }
 
     /** The session will be prepared by this point; its own {@code beforeCommit} then does nothing. */

@@ -112,7 +112,9 @@ public class SessionEnlistment {
             throw new IllegalStateException("No Spring transaction is active on this thread: a Kafka session can only "
                     + "be enlisted in a running transaction (@Transactional, TransactionTemplate)");
         }
+        SessionCommitPoint point = SessionCommitPoint.current();
         if (this.twoPhase != null) {
+            refuseEnlistingAfterTheDecision(point);
             this.twoPhase.ensureReady();
         }
         long began = System.nanoTime();
@@ -132,19 +134,40 @@ public class SessionEnlistment {
         TransactionSynchronizationManager.bindResource(this.pool, holder);
         EnlistedSessionSynchronization synchronization = new EnlistedSessionSynchronization(this.pool, holder,
                 this.twoPhase, this.observers, this.phaseListeners, this.clearExecutor);
-        SessionCommitPoint point = SessionCommitPoint.current();
         if (point != null) {
             synchronization.prepareAtCommitPoint(point);
         }
         else if (this.twoPhase != null && this.missingCommitPointReported.compareAndSet(false, true)) {
             log.warn("Two-phase commit: the transaction manager of this transaction has no SessionCommitPoint.LISTENER "
                     + "(a JTA manager, or one created outside the application context). The Kafka session prepares "
-                    + "in its own beforeCommit callback, so a first Kafka send from a beforeCommit callback that runs "
-                    + "after it would commit best effort. Add the listener to the manager "
-                    + "(manager.addListener(SessionCommitPoint.LISTENER)). Reported once.");
+                    + "in its own beforeCommit callback, in registration order, and a first Kafka send from a "
+                    + "beforeCommit callback (a BEFORE_COMMIT event listener) is refused. Add the listener to the "
+                    + "manager (manager.addListener(SessionCommitPoint.LISTENER)). Reported once.");
         }
         TransactionSynchronizationManager.registerSynchronization(synchronization);
         return holder;
+    }
+
+    /**
+     * In two-phase mode a session must join before the transaction's decision is taken. A first Kafka send that comes
+     * later (from a {@code beforeCommit} callback of a manager without {@link SessionCommitPoint#LISTENER}, or from a
+     * transaction listener notified after the commit point prepared) would register a synchronization that Spring no
+     * longer calls before the database commits: the Kafka side could only commit best effort, and a crash between the
+     * two commits would lose it. It is refused instead; the exception fails the callback, which rolls the whole
+     * transaction back. A first send from a {@code beforeCompletion} callback of a manager without the listener
+     * still commits best effort: Spring swallows what those callbacks throw, so refusing would lose the send for sure.
+     */
+    private static void refuseEnlistingAfterTheDecision(@Nullable SessionCommitPoint point) {
+        boolean late = (point != null) ? point.isPastPrepare() : SessionCommitPoint.insideCommitCallbacks();
+        if (late) {
+            throw new IllegalStateException("Two-phase commit: a first Kafka send of this transaction came while it "
+                    + "was already committing (from a " + (point != null ? "transaction listener notified after the "
+                    + "Kafka sessions were prepared" : "beforeCommit callback, and the transaction manager has no "
+                    + "SessionCommitPoint.LISTENER") + "). It could not join the commit decision, so it is refused and "
+                    + "the transaction rolls back. Add SessionCommitPoint.LISTENER to the transaction manager "
+                    + "(manager.addListener(SessionCommitPoint.LISTENER); the starter does so for every manager bean "
+                    + "but JTA ones), or send before the commit starts.");
+        }
     }
 
     /**

@@ -318,6 +318,59 @@ class EnlistmentFailurePathsTest {
     }
 
     /**
+     * Two-phase, and the manager lacks {@link SessionCommitPoint#LISTENER} (a JTA manager, or one built outside the
+     * context): a first send from a beforeCommit callback would join after the decision and commit best effort. It is
+     * refused, and the whole transaction rolls back; sends in the body still commit.
+     */
+    @Test
+    void withoutTheCommitPointALateFirstSendIsRefusedAndBothSidesRollBack() {
+        try (App app = new App(true, 2, 60_000)) {
+            assertThatThrownBy(() -> app.tx.executeWithoutResult(s -> {
+                app.jdbc.update("INSERT INTO orders (id) VALUES (?)", "l-before-commit");
+                beforeCommit(() -> app.kafka.send(app.topic, "l-before-commit", "first send from beforeCommit"));
+            })).isInstanceOf(IllegalStateException.class).hasMessageContaining("SessionCommitPoint.LISTENER");
+            // Spring swallows what beforeCompletion throws, so refusing there would not roll anything back: such a
+            // send still commits after the database, best effort (logged at ERROR)
+            app.tx.executeWithoutResult(s -> {
+                app.jdbc.update("INSERT INTO orders (id) VALUES (?)", "l-before-completion");
+                TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                    @Override
+                    public void beforeCompletion() {
+                        app.kafka.send(app.topic, "l-before-completion", "first send from beforeCompletion");
+                    }
+                });
+            });
+            app.tx.executeWithoutResult(s -> app.placeOrder("l-in-body"));
+            assertThat(app.rows()).containsExactly("l-before-completion", "l-in-body");
+            assertThat(app.events()).containsExactly("l-before-completion", "l-in-body");
+            await().atMost(Duration.ofSeconds(10)).until(() -> app.pool.snapshot().inUse() == 0);
+        }
+    }
+
+    /**
+     * With the commit point, a first send from a transaction listener notified after it (the sessions are prepared
+     * by then) is refused too, and both sides roll back.
+     */
+    @Test
+    void aFirstSendAfterTheCommitPointPreparedIsRefusedAndBothSidesRollBack() {
+        try (App app = new App(true, 2, 60_000)) {
+            app.transactionManager.addListener(SessionCommitPoint.LISTENER);
+            app.transactionManager.addListener(new org.springframework.transaction.TransactionExecutionListener() {
+                @Override
+                public void beforeCommit(org.springframework.transaction.TransactionExecution transaction) {
+                    app.kafka.send(app.topic, "p-late", "first send after the commit point");
+                }
+            });
+            assertThatThrownBy(() -> app.tx.executeWithoutResult(s -> app.jdbc.update(
+                    "INSERT INTO orders (id) VALUES (?)", "p-late")))
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("SessionCommitPoint.LISTENER");
+            assertThat(app.rows()).isEmpty();
+            assertThat(app.events()).isEmpty();
+            await().atMost(Duration.ofSeconds(10)).until(() -> app.pool.snapshot().inUse() == 0);
+        }
+    }
+
+    /**
      * A Spring TransactionException thrown from a beforeCommit callback by code outside the library (a JdbcTemplate
      * statement after the deadline, say): Spring takes it for a failed database commit and does not roll back, and
      * the JDBC manager's clean-up would commit the connection. With a session enlisted, the database is rolled back
