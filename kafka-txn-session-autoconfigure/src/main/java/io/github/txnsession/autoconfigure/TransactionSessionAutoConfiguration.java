@@ -4,6 +4,7 @@ import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutorService;
 import java.util.function.Supplier;
 
 import io.github.txnsession.kafka.InvalidSessionConfigException;
@@ -37,12 +38,14 @@ import org.springframework.boot.kafka.autoconfigure.KafkaConnectionDetails;
 import org.springframework.boot.kafka.autoconfigure.KafkaProperties;
 import org.springframework.boot.kafka.autoconfigure.SslBundleSslEngineFactory;
 import org.springframework.boot.ssl.SslBundle;
+import org.springframework.boot.task.ThreadPoolTaskExecutorBuilder;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Import;
 import org.springframework.core.env.Environment;
 import org.springframework.kafka.core.DefaultKafkaProducerFactory;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.kafka.core.ProducerFactory;
+import org.springframework.scheduling.concurrent.ThreadPoolTaskExecutor;
 import org.springframework.util.StringUtils;
 
 /**
@@ -93,7 +96,8 @@ public final class TransactionSessionAutoConfiguration {
     @ConditionalOnMissingBean
     public TransactionSessionPool transactionSessionPool(TransactionSessionProperties properties,
             KafkaProperties kafkaProperties, ObjectProvider<KafkaConnectionDetails> connectionDetails,
-            ObjectProvider<SessionListener> listeners, Environment environment) {
+            ObjectProvider<SessionListener> listeners, ObjectProvider<ThreadPoolTaskExecutorBuilder> taskExecutorBuilder,
+            Environment environment) {
         String prefix = resolvePrefix(properties, kafkaProperties, environment);
         Map<String, Object> configs = producerConfigs(kafkaProperties, connectionDetails.getIfAvailable());
         map(configs, ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, properties.getTransactionTimeout());
@@ -126,8 +130,33 @@ public final class TransactionSessionAutoConfiguration {
         }
         log.info("Transaction session pool: transactional ids {}0..{}{}, bootstrap servers {}", prefix, prefix,
                 properties.getPoolSize() - 1, configs.get(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG));
-        return new TransactionSessionPool(prefix, properties.getPoolSize(), properties.getAcquireTimeout(), configs,
-                listeners.orderedStream().toList());
+        TransactionSessionPool pool = new TransactionSessionPool(prefix, properties.getPoolSize(),
+                properties.getAcquireTimeout(), configs, listeners.orderedStream().toList());
+        pool.setBackgroundExecutor(backgroundExecutor(taskExecutorBuilder, properties.getPoolSize()));
+        return pool;
+    }
+
+    /**
+     * The pool's own executor for its background work (decision rows cleared after the Kafka commit, in-doubt slots
+     * settled), built with Boot's {@link ThreadPoolTaskExecutorBuilder} so that the application's task decorator
+     * (context propagation) and customizers apply. Not the application's {@code applicationTaskExecutor}: a session
+     * stays lent until its decision row is cleared, so that work must not queue behind the application's. Not a bean
+     * either: an {@code Executor} bean would make Boot's {@code applicationTaskExecutor} back off. Shut down by the pool.
+     */
+    private static ExecutorService backgroundExecutor(
+            ObjectProvider<ThreadPoolTaskExecutorBuilder> builder, int poolSize) {
+        int threads = Math.max(1, Math.min(poolSize, 4));
+        ThreadPoolTaskExecutor executor = builder.getIfAvailable(ThreadPoolTaskExecutorBuilder::new)
+            .corePoolSize(threads)
+            .maxPoolSize(threads)
+            .queueCapacity(Integer.MAX_VALUE)
+            .allowCoreThreadTimeOut(true)
+            .keepAlive(Duration.ofSeconds(60))
+            .threadNamePrefix("txn-session-background-")
+            .build();
+        executor.setDaemon(true);
+        executor.initialize();
+        return executor.getThreadPoolExecutor();
     }
 
     /** @return the session-backed producer factory that Boot's {@code KafkaTemplate} uses */

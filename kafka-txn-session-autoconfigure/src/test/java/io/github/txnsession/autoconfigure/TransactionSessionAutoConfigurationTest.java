@@ -3,6 +3,8 @@ package io.github.txnsession.autoconfigure;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 
 import javax.sql.DataSource;
 
@@ -20,6 +22,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
 
 import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.autoconfigure.task.TaskExecutionAutoConfiguration;
 import org.springframework.boot.kafka.autoconfigure.KafkaAutoConfiguration;
 import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.assertj.AssertableApplicationContext;
@@ -27,6 +30,7 @@ import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.boot.transaction.autoconfigure.TransactionAutoConfiguration;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.task.TaskDecorator;
 import org.springframework.jdbc.datasource.SimpleDriverDataSource;
 import org.springframework.jdbc.support.JdbcTransactionManager;
 import org.springframework.kafka.core.DefaultKafkaProducerFactory;
@@ -61,6 +65,36 @@ class TransactionSessionAutoConfigurationTest {
         }
         assertThat(all.toString()).contains(TransactionSessionAutoConfiguration.class.getName());
     }
+
+    /**
+     * The pool's background work runs on an executor of its own built with Boot's ThreadPoolTaskExecutorBuilder: the
+     * application's task decorator applies, and Boot's applicationTaskExecutor does not back off.
+     */
+    @Test
+    void backgroundWorkRunsOnAnExecutorBuiltByBootWithTheApplicationsTaskDecorator() {
+        this.runner.withConfiguration(AutoConfigurations.of(TaskExecutionAutoConfiguration.class))
+            .withBean(TaskDecorator.class, () -> task -> () -> {
+                DECORATED.set(true);
+                try {
+                    task.run();
+                }
+                finally {
+                    DECORATED.remove();
+                }
+            })
+            .run(context -> {
+                assertThat(context).hasNotFailed();
+                assertThat(context).hasBean("applicationTaskExecutor");
+                TransactionSessionPool pool = context.getBean(TransactionSessionPool.class);
+                CompletableFuture<String> ran = new CompletableFuture<>();
+                pool.runInBackground(() -> ran.complete(Thread.currentThread().getName() + " decorated="
+                        + Boolean.TRUE.equals(DECORATED.get())));
+                assertThat(ran.get(10, TimeUnit.SECONDS)).startsWith("txn-session-background-")
+                    .endsWith("decorated=true");
+            });
+    }
+
+    private static final ThreadLocal<Boolean> DECORATED = new ThreadLocal<>();
 
     @Test
     void registersThePoolTheFactoryTheManagerAndTheCurrentSession() {

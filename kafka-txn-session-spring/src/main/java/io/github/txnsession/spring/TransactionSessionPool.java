@@ -6,11 +6,11 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
@@ -71,9 +71,10 @@ public final class TransactionSessionPool implements AutoCloseable {
     static final Duration SETTLE_RETRY = Duration.ofSeconds(5);
 
     private volatile @Nullable Consumer<String> inDoubtResolver;
-    /** settles in-doubt slots in the background (created at the first one); guarded by the pool lock */
-    private @Nullable ScheduledExecutorService settler;
-    /** runs the clearing of decision rows (created at the first one); guarded by the pool lock */
+    /**
+     * runs the clearing of decision rows and the settling of in-doubt slots (set by
+     * {@link #setBackgroundExecutor}, or created at the first task); guarded by the pool lock
+     */
     private @Nullable ExecutorService background;
     private int inUse;
     private int waiting;
@@ -297,9 +298,34 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     /**
-     * Runs {@code task} on the pool's background threads (up to four daemon threads per pool, created when first
-     * needed, shut down with the pool after the tasks already queued): two-phase decision rows are cleared there after the Kafka
-     * commit, off the committing thread.
+     * Sets the executor of the pool's background work: two-phase decision rows cleared after the Kafka commit, and
+     * in-doubt slots settled. The pool shuts it down when it closes (tasks already queued still run). Without one,
+     * the pool creates up to four daemon threads of its own when it first needs them. The starter passes an executor
+     * built with Boot's {@code ThreadPoolTaskExecutorBuilder} (task decorators and customizers apply). Use an
+     * executor of the pool's own: a session whose decision row waits in a queue behind the application's work stays
+     * lent until the row is cleared.
+     *
+     * @throws IllegalStateException if the pool has already run background work, or is closed
+     */
+    public void setBackgroundExecutor(ExecutorService executor) {
+        Objects.requireNonNull(executor, "executor");
+        this.lock.lock();
+        try {
+            if (this.closed || this.background != null) {
+                throw new IllegalStateException("Transaction session pool '" + this.prefix + "': set the background "
+                        + "executor before the pool is used" + (this.closed ? " (the pool is closed)" : ""));
+            }
+            this.background = executor;
+        }
+        finally {
+            this.lock.unlock();
+        }
+    }
+
+    /**
+     * Runs {@code task} on the pool's background executor ({@link #setBackgroundExecutor}, by default up to four
+     * daemon threads per pool, created when first needed; shut down with the pool after the tasks already queued):
+     * two-phase decision rows are cleared there after the Kafka commit, off the committing thread.
      *
      * @throws java.util.concurrent.RejectedExecutionException once the pool is closed
      */
@@ -342,24 +368,28 @@ public final class TransactionSessionPool implements AutoCloseable {
                 return; // one retry chain per slot
             }
             slot.settlementScheduled = true;
-            if (this.settler == null) {
-                this.settler = Executors.newSingleThreadScheduledExecutor(r -> {
-                    Thread t = new Thread(r, "txn-session-settler-" + this.prefix);
-                    t.setDaemon(true);
-                    return t;
-                });
-            }
-            this.settler.schedule(() -> settleInBackground(slot), delay.toMillis(), TimeUnit.MILLISECONDS);
         }
         finally {
             this.lock.unlock();
         }
+        // the delay on the JDK's shared delay thread; the settling itself on the background executor
+        CompletableFuture.delayedExecutor(delay.toMillis(), TimeUnit.MILLISECONDS, task -> {
+            try {
+                runInBackground(task);
+            }
+            catch (RejectedExecutionException closedMeanwhile) {
+                // nothing to settle for a closed pool: recovery at the next start does it
+            }
+        }).execute(() -> settleInBackground(slot));
     }
 
     private void settleInBackground(Slot slot) {
         this.lock.lock();
         try {
             slot.settlementScheduled = false;
+            if (this.closed) {
+                return;
+            }
         }
         finally {
             this.lock.unlock();
@@ -587,9 +617,6 @@ public final class TransactionSessionPool implements AutoCloseable {
                 return;
             }
             this.closed = true;
-            if (this.settler != null) {
-                this.settler.shutdownNow();
-            }
             if (this.background != null) {
                 this.background.shutdown(); // clears already queued still run
             }
