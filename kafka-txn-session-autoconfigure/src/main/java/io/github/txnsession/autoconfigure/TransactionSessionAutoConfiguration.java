@@ -235,11 +235,6 @@ public final class TransactionSessionAutoConfiguration {
         all.forEach(c -> c.customize(standIn));
         standIn.getListeners().forEach(factory::addListener);
         standIn.getPostProcessors().forEach(factory::addPostProcessor);
-        if (!standIn.getPostProcessors().isEmpty()) {
-            log.warn("DefaultKafkaProducerFactoryCustomizer(s) added {} ProducerPostProcessor(s) (a tracing wrapper, "
-                    + "say): they apply to non-transactional sends only, not to the sessions' producers, which no "
-                    + "wrapper may bypass", standIn.getPostProcessors().size());
-        }
         log.debug("Applied {} DefaultKafkaProducerFactoryCustomizer(s) to the session producer factory: {} "
                 + "listener(s), {} post-processor(s) taken over; other settings they make do not apply to sessions",
                 all.size(), standIn.getListeners().size(), standIn.getPostProcessors().size());

@@ -47,8 +47,10 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * <p>{@linkplain #addListener Listeners} (Micrometer's {@code MicrometerProducerListener}, added by Boot's
  * {@code DefaultKafkaProducerFactoryCustomizer}s) are told about each session's producer when the pool opens and
  * closes the session (as a {@link SessionProducer} view for reading: its {@code metrics()} are the session producer's
- * client metrics; its serializers refuse, so it cannot send), and about the non-transactional producer. {@linkplain #addPostProcessor Post-processors} apply to
- * the non-transactional producer only: the sessions own their producers, which no wrapper may bypass.
+ * client metrics; its serializers refuse, so it cannot send), and about the non-transactional producer.
+ * {@linkplain #addPostProcessor Post-processors} (a tracing wrapper, say) wrap every producer this factory hands out:
+ * the non-transactional one once, and the producer of each transaction (bound or lent) when it is created. They see
+ * this factory's producers, never a session's {@code KafkaProducer}, so what they send joins the transaction.
  *
  * <p>Not supported: a per-template transactional id prefix. The pool fixes the ids; a template or call that asks for
  * another prefix fails with a message saying so. {@code executeInTransaction} inside a session transaction joins
@@ -265,7 +267,7 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
         }
         PooledSession lease = this.pool.acquire();
         try {
-            return new LeasedSessionProducer<>(view(lease), lease);
+            return postProcess(new LeasedSessionProducer<>(view(lease), lease));
         }
         catch (RuntimeException ex) {
             lease.release();
@@ -275,8 +277,21 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
 
     /** @return a producer into the session of {@code holder}, whose lifecycle calls are left to the manager */
     Producer<K, V> boundProducer(SessionResourceHolder holder) {
-        return new BoundSessionProducer<>(new SessionProducer<>(holder.session(), this.keySerializer.get(),
-                this.valueSerializer.get()), holder);
+        return postProcess(new BoundSessionProducer<>(new SessionProducer<>(holder.session(),
+                this.keySerializer.get(), this.valueSerializer.get()), holder));
+    }
+
+    /**
+     * Wraps a producer of this factory with the post-processors, in order. A wrapper sees only the factory's own
+     * producer (a view of the session, whose lifecycle calls the transaction drives), never the session's
+     * {@code KafkaProducer}: whatever it sends goes into the session's transaction.
+     */
+    private Producer<K, V> postProcess(Producer<K, V> producer) {
+        Producer<K, V> result = producer;
+        for (ProducerPostProcessor<K, V> postProcessor : this.postProcessors) {
+            result = postProcessor.apply(result);
+        }
+        return result;
     }
 
     private SessionProducer<K, V> view(PooledSession lease) {
