@@ -205,8 +205,11 @@ public final class SessionTransactionManagerAutoConfiguration {
         SessionEnlistment sessionEnlistment(TransactionSessionPool pool, ListableBeanFactory beans,
                 TransactionSessionProperties properties, ObjectProvider<TwoPhaseDecision> twoPhase,
                 ObjectProvider<SessionTransactionObserver> observers,
-                ObjectProvider<CommitPhaseListener> phaseListeners) {
+                ObjectProvider<CommitPhaseListener> phaseListeners,
+                ObjectProvider<TwoPhaseCommitProperties> twoPhaseProperties) {
             SessionEnlistment enlistment = new SessionEnlistment(pool, twoPhase.getIfAvailable());
+            TwoPhaseCommitProperties jdbc = twoPhaseProperties.getIfAvailable();
+            enlistment.setCompleteInBackground(jdbc != null && jdbc.isCompleteInBackground());
             enlistment.setObservers(observers.orderedStream().toList());
             enlistment.setCommitPhaseListeners(phaseListeners.orderedStream().toList());
             sessionProducerFactory(pool, beans, properties).setEnlistment(enlistment);

@@ -96,8 +96,8 @@ public final class TransactionSessionAutoConfiguration {
     @ConditionalOnMissingBean
     public TransactionSessionPool transactionSessionPool(TransactionSessionProperties properties,
             KafkaProperties kafkaProperties, ObjectProvider<KafkaConnectionDetails> connectionDetails,
-            ObjectProvider<SessionListener> listeners, ObjectProvider<ThreadPoolTaskExecutorBuilder> taskExecutorBuilder,
-            Environment environment) {
+            ObjectProvider<SessionListener> listeners,
+            ObjectProvider<ThreadPoolTaskExecutorBuilder> taskExecutorBuilder, Environment environment) {
         String prefix = resolvePrefix(properties, kafkaProperties, environment);
         Map<String, Object> configs = producerConfigs(kafkaProperties, connectionDetails.getIfAvailable());
         map(configs, ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, properties.getTransactionTimeout());
@@ -141,7 +141,8 @@ public final class TransactionSessionAutoConfiguration {
      * settled), built with Boot's {@link ThreadPoolTaskExecutorBuilder} so that the application's task decorator
      * (context propagation) and customizers apply. Not the application's {@code applicationTaskExecutor}: a session
      * stays lent until its decision row is cleared, so that work must not queue behind the application's. Not a bean
-     * either: an {@code Executor} bean would make Boot's {@code applicationTaskExecutor} back off. Shut down by the pool.
+     * either: an {@code Executor} bean would make Boot's {@code applicationTaskExecutor} back off. Shut down by the
+     * pool.
      */
     private static ExecutorService backgroundExecutor(
             ObjectProvider<ThreadPoolTaskExecutorBuilder> builder, int poolSize) {

@@ -43,6 +43,14 @@ public class TwoPhaseCommitProperties extends DatabaseInitializationProperties {
     /** Whether to run recovery at startup, before the session pool hands out any session. */
     private boolean recoverOnStartup = true;
 
+    /**
+     * Whether the Kafka side of a commit is completed off the committing thread once the database committed the
+     * decision: the commit returns about one broker round trip sooner, and a Kafka completion failure is settled and
+     * logged in the background instead of thrown to the caller. Records become visible shortly after the commit
+     * returns, as they do after a Kafka commit.
+     */
+    private boolean completeInBackground;
+
     /** Settings with the defaults described above. */
     public TwoPhaseCommitProperties() {
         setInitializeSchema(DatabaseInitializationMode.ALWAYS);
@@ -71,6 +79,14 @@ public class TwoPhaseCommitProperties extends DatabaseInitializationProperties {
 
     public void setRecoverOnStartup(boolean recoverOnStartup) {
         this.recoverOnStartup = recoverOnStartup;
+    }
+
+    public boolean isCompleteInBackground() {
+        return this.completeInBackground;
+    }
+
+    public void setCompleteInBackground(boolean completeInBackground) {
+        this.completeInBackground = completeInBackground;
     }
 
     @Override

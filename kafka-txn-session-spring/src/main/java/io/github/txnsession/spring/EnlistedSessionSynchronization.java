@@ -35,7 +35,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *                        transaction's own connection. A failure here rolls the database back too.
  * (database commits)
  * afterCommit            complete (commit); two-phase: a failure is settled from the decision at once, then the
- *                        decision is cleared in the background (the session returns to the pool after that)
+ *                        decision is cleared in the background (the session returns to the pool after that); with
+ *                        completeInBackground, the completion and its settling run in the background too
  * afterCompletion        rolled back: abort (bound consumers rewind). Unknown after a two-phase decision: left
  *                        prepared, the pool settles it from the decision before the id is used again. Then the
  *                        session goes back to the pool.
@@ -53,6 +54,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     private final List<SessionTransactionObserver> observers;
     private final List<CommitPhaseListener> phaseListeners;
     private final Executor clearExecutor;
+    private final boolean completeInBackground;
     private @Nullable PreparedTransaction prepared;
     /** the decision row being cleared after the Kafka commit; the session goes back to the pool when it is done */
     private @Nullable CompletableFuture<Boolean> clearing;
@@ -66,13 +68,14 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
 
     EnlistedSessionSynchronization(TransactionSessionPool pool, SessionResourceHolder holder,
             @Nullable TwoPhaseDecision twoPhase, List<SessionTransactionObserver> observers,
-            List<CommitPhaseListener> phaseListeners, Executor clearExecutor) {
+            List<CommitPhaseListener> phaseListeners, Executor clearExecutor, boolean completeInBackground) {
         this.pool = pool;
         this.holder = holder;
         this.twoPhase = twoPhase;
         this.observers = observers;
         this.phaseListeners = phaseListeners;
         this.clearExecutor = clearExecutor;
+        this.completeInBackground = completeInBackground;
     }
 
     @Override
@@ -229,6 +232,12 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
         }
         phaseAfterDecision(CommitPhase.AFTER_JDBC_COMMIT, session);
         long start = System.nanoTime();
+        TwoPhaseDecision decision = this.twoPhase;
+        if (this.completeInBackground && decision != null && p != null && !p.isEmpty()) {
+            // the decision is durable: the commit is decided, and the caller need not wait for Kafka to carry it out
+            this.clearing = inBackground(() -> completeDecided(decision, session, p, start));
+            return;
+        }
         try {
             if (p != null) {
                 session.completeTransaction(p);
@@ -258,9 +267,46 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                             + session.transactionalId() + "' did not: " + ex.getMessage(), ex));
         }
         phaseAfterDecision(CommitPhase.AFTER_KAFKA_COMMIT, session);
-        if (this.twoPhase != null && p != null && !p.isEmpty()) {
-            this.clearing = clearDecision(this.twoPhase, session, p);
+        if (decision != null && p != null && !p.isEmpty()) {
+            this.clearing = inBackground(() -> clear(decision, session, p));
         }
+        notifyCommitted(session, start);
+    }
+
+    /**
+     * Completes a two-phase commit whose decision the database committed, off the committing thread
+     * ({@link SessionEnlistment#setCompleteInBackground}): Kafka commit, then the decision row cleared. A failed
+     * completion is settled from the decision; if that fails too, the session goes back to the pool in doubt and the
+     * pool settles it.
+     *
+     * @return whether the session may go back to the pool as it is (false: in doubt)
+     */
+    private boolean completeDecided(TwoPhaseDecision decision, TransactionSession session, PreparedTransaction p,
+            long start) {
+        try {
+            session.completeTransaction(p);
+        }
+        catch (RuntimeException ex) {
+            notifyFailed(session, ex);
+            try {
+                decision.settle(session.transactionalId(), p, ex);
+                return true;
+            }
+            catch (RuntimeException settleFailure) {
+                logger.error("The database committed the decision of session '" + session.transactionalId()
+                        + "', but completing its Kafka transaction failed (" + ex + ") and could not be settled now ("
+                        + settleFailure.getMessage() + "): the pool settles it from the decision in the background",
+                        settleFailure);
+                return false;
+            }
+        }
+        phaseAfterDecision(CommitPhase.AFTER_KAFKA_COMMIT, session);
+        boolean cleared = clear(decision, session, p);
+        notifyCommitted(session, start);
+        return cleared;
+    }
+
+    private void notifyCommitted(TransactionSession session, long start) {
         long end = System.nanoTime();
         for (SessionTransactionObserver o : this.observers) {
             try {
@@ -274,26 +320,27 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     }
 
     /**
-     * Clears the decision row off the committing thread: the caller does not wait for it, and it needs a second
+     * The decision row is cleared off the committing thread: the caller does not wait for it, and it needs a second
      * database connection, which a thread still holding its transaction's connection must not wait for (with every
      * pooled connection held by committing threads, they would wait on each other). The session stays lent until the
      * row is gone, so its transactional id cannot start a transaction that would leave the row describing an older
      * one; a row that could not be cleared sends the session back in doubt, and recovery clears it.
      */
-    private CompletableFuture<Boolean> clearDecision(TwoPhaseDecision decision, TransactionSession session,
-            PreparedTransaction p) {
-        Supplier<Boolean> clear = () -> {
-            boolean cleared = decision.clear(session.transactionalId(), p);
-            if (cleared) {
-                phaseAfterDecision(CommitPhase.AFTER_LOG_CLEAR, session);
-            }
-            return cleared;
-        };
+    private boolean clear(TwoPhaseDecision decision, TransactionSession session, PreparedTransaction p) {
+        boolean cleared = decision.clear(session.transactionalId(), p);
+        if (cleared) {
+            phaseAfterDecision(CommitPhase.AFTER_LOG_CLEAR, session);
+        }
+        return cleared;
+    }
+
+    /** @return the outcome of {@code work} on the background executor (run here once the pool is closed) */
+    private CompletableFuture<Boolean> inBackground(Supplier<Boolean> work) {
         try {
-            return CompletableFuture.supplyAsync(clear, this.clearExecutor);
+            return CompletableFuture.supplyAsync(work, this.clearExecutor);
         }
         catch (RejectedExecutionException ex) {
-            return CompletableFuture.completedFuture(clear.get());
+            return CompletableFuture.completedFuture(work.get());
         }
     }
 

@@ -53,6 +53,7 @@ public class SessionEnlistment {
     private volatile List<SessionTransactionObserver> observers = List.of();
     private volatile List<CommitPhaseListener> phaseListeners = List.of();
     private volatile Executor clearExecutor;
+    private volatile boolean completeInBackground;
     private final AtomicBoolean missingCommitPointReported = new AtomicBoolean();
 
     /**
@@ -85,6 +86,20 @@ public class SessionEnlistment {
      */
     public void setDecisionClearExecutor(Executor executor) {
         this.clearExecutor = Objects.requireNonNull(executor, "executor");
+    }
+
+    /**
+     * Two-phase mode only: whether the Kafka side of a commit is completed off the committing thread, once the
+     * database committed the decision (default false). The transaction's commit then returns without waiting for the
+     * Kafka commit (about one broker round trip less); its records become visible to {@code read_committed} readers
+     * shortly after, as they already do after a Kafka commit returns (the coordinator writes its markers after it
+     * answered). Nothing is weaker: the decision is durable, a failed completion is settled from it (in the
+     * background, then by the pool), and the session goes back to the pool only when its transaction is complete.
+     * What changes: a failure to complete the Kafka side is logged, not thrown to the caller (it could do nothing about
+     * it: the commit is decided), and the committed-transaction observers are told from the background thread.
+     */
+    public void setCompleteInBackground(boolean completeInBackground) {
+        this.completeInBackground = completeInBackground;
     }
 
     /** @return the pool whose sessions are enlisted */
@@ -133,7 +148,7 @@ public class SessionEnlistment {
         applyDatabaseDeadline(holder);
         TransactionSynchronizationManager.bindResource(this.pool, holder);
         EnlistedSessionSynchronization synchronization = new EnlistedSessionSynchronization(this.pool, holder,
-                this.twoPhase, this.observers, this.phaseListeners, this.clearExecutor);
+                this.twoPhase, this.observers, this.phaseListeners, this.clearExecutor, this.completeInBackground);
         if (point != null) {
             synchronization.prepareAtCommitPoint(point);
         }

@@ -23,7 +23,7 @@ import org.springframework.transaction.annotation.Transactional;
  * {@code kafka.txn-session.jdbc.enabled=true} (Boot's {@code JpaTransactionManager}, the Kafka session enlisted in it
  * by two-phase commit) places {@code okCount} orders with {@code repository.save()} and a {@code KafkaTemplate} send,
  * then dies with {@code Runtime.halt} when the commit of the next order reaches {@code phase}.
- * <p>Arguments: BOOTSTRAP JDBC_URL PREFIX TOPIC PHASE OK_COUNT FIRST_ID
+ * <p>Arguments: BOOTSTRAP JDBC_URL PREFIX TOPIC PHASE OK_COUNT FIRST_ID [COMPLETE_IN_BACKGROUND]
  */
 public final class JpaCrashChild {
 
@@ -56,7 +56,9 @@ public final class JpaCrashChild {
                     "spring.datasource.username=" + (args[1].startsWith("jdbc:postgresql") ? "postgres" : "sa"),
                     "spring.jpa.hibernate.ddl-auto=none", "kafka.txn-session.jdbc.enabled=true",
                     "kafka.txn-session.transactional-id-prefix=" + args[2], "kafka.txn-session.pool-size=2",
-                    "crash.topic=" + args[3], "logging.level.root=WARN")
+                    "crash.topic=" + args[3], "logging.level.root=WARN",
+                    "kafka.txn-session.jdbc.complete-in-background="
+                            + (args.length > 7 && Boolean.parseBoolean(args[7])))
             .run();
         PlaceOrders orders = context.getBean(PlaceOrders.class);
         for (int i = 0; i <= okCount; i++) {

@@ -67,15 +67,22 @@ class JpaTwoPhaseCrashMatrixTest {
     void h2() {
         // WRITE_DELAY=0: H2 otherwise writes a commit to disk up to a second after reporting it
         crashAtEveryPhase("jdbc:h2:file:" + dir.resolve("orders").toAbsolutePath() + ";AUTO_SERVER=TRUE;WRITE_DELAY=0",
-                "sa");
+                "sa", false);
+    }
+
+    /** {@code kafka.txn-session.jdbc.complete-in-background}: the Kafka completion phases crash a background thread. */
+    @Test
+    void h2CompletedInTheBackground() {
+        crashAtEveryPhase("jdbc:h2:file:" + dir.resolve("orders").toAbsolutePath() + ";AUTO_SERVER=TRUE;WRITE_DELAY=0",
+                "sa", true);
     }
 
     @Test
     void postgresql() {
-        crashAtEveryPhase(postgres.getJdbcUrl("postgres", "postgres"), "postgres");
+        crashAtEveryPhase(postgres.getJdbcUrl("postgres", "postgres"), "postgres", false);
     }
 
-    private void crashAtEveryPhase(String jdbcUrl, String user) {
+    private void crashAtEveryPhase(String jdbcUrl, String user, boolean completeInBackground) {
         int repetitions = Integer.getInteger("crash.repetitions", 1);
         long seed = System.nanoTime();
         Random random = new Random(seed);
@@ -95,7 +102,8 @@ class JpaTwoPhaseCrashMatrixTest {
                 int okCount = random.nextInt(3);
                 String crashedOrder = "order-" + (nextId + okCount);
                 try (ChildJvm child = ChildJvm.start(JpaCrashChild.class, kafka.bootstrapServers(), jdbcUrl, prefix,
-                        topic, phase.name(), String.valueOf(okCount), String.valueOf(nextId))) {
+                        topic, phase.name(), String.valueOf(okCount), String.valueOf(nextId),
+                        String.valueOf(completeInBackground))) {
                     assertThat(child.awaitLine("CRASH", CHILD_TIMEOUT)).startsWith("CRASH " + phase);
                     assertThat(child.awaitExit(CHILD_TIMEOUT)).isEqualTo(137);
                 }
@@ -124,8 +132,9 @@ class JpaTwoPhaseCrashMatrixTest {
                         phase).isEqualTo(decided);
             }
         }
-        System.out.printf("CRASH-MATRIX JPA %s: %s repetitions, crashes %s, %d orders in both stores, seed %d%n",
-                jdbcUrl.startsWith("jdbc:h2") ? "H2" : "PostgreSQL", repetitions, crashes,
+        System.out.printf("CRASH-MATRIX JPA %s%s: %s repetitions, crashes %s, %d orders in both stores, seed %d%n",
+                jdbcUrl.startsWith("jdbc:h2") ? "H2" : "PostgreSQL",
+                completeInBackground ? " (completed in background)" : "", repetitions, crashes,
                 jdbc.queryForObject("SELECT COUNT(*) FROM compat_order WHERE id LIKE 'order-%'", Integer.class), seed);
     }
 }
