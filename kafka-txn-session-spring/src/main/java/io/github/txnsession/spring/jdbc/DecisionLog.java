@@ -17,6 +17,7 @@ import java.util.regex.Pattern;
 import javax.sql.DataSource;
 
 import io.github.txnsession.kafka.PreparedTransaction;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The decision log of the JDBC two-phase commit: a table keyed by transactional id holding the prepared Kafka
@@ -122,7 +123,9 @@ public final class DecisionLog {
 
     /**
      * Writes the decision to commit {@code prepared} through {@code connection}, in the caller's transaction,
-     * replacing an older row of the same transactional id.
+     * replacing an older row of the same transactional id. One statement on PostgreSQL ({@code INSERT ... ON CONFLICT})
+     * and H2 ({@code MERGE ... KEY}), which key on the table's primary key; a {@code DELETE} and an {@code INSERT} on
+     * other databases.
      *
      * @throws IllegalArgumentException for an empty transaction: it needs no decision (nothing to complete)
      */
@@ -132,14 +135,17 @@ public final class DecisionLog {
             throw new IllegalArgumentException("Transaction " + prepared + " of '" + transactionalId + "' wrote "
                     + "nothing to Kafka: it needs no decision row");
         }
-        try (PreparedStatement delete = connection.prepareStatement(
-                "DELETE FROM " + this.table + " WHERE transactional_id = ?")) {
-            delete.setString(1, transactionalId);
-            delete.executeUpdate();
+        String upsert = upsertStatement(connection);
+        if (upsert == null) {
+            try (PreparedStatement delete = connection.prepareStatement(
+                    "DELETE FROM " + this.table + " WHERE transactional_id = ?")) {
+                delete.setString(1, transactionalId);
+                delete.executeUpdate();
+            }
         }
-        try (PreparedStatement insert = connection.prepareStatement("INSERT INTO " + this.table
-                + " (transactional_id, producer_id, producer_epoch, " + START_COLUMN + ", decided_at) "
-                + "VALUES (?, ?, ?, ?, ?)")) {
+        String columns = " (transactional_id, producer_id, producer_epoch, " + START_COLUMN + ", decided_at) ";
+        try (PreparedStatement insert = connection.prepareStatement(upsert != null ? upsert
+                : "INSERT INTO " + this.table + columns + "VALUES (?, ?, ?, ?, ?)")) {
             insert.setString(1, transactionalId);
             insert.setLong(2, prepared.producerId());
             insert.setShort(3, prepared.epoch());
@@ -152,6 +158,23 @@ public final class DecisionLog {
             insert.setTimestamp(5, Timestamp.from(Instant.now()));
             insert.executeUpdate();
         }
+    }
+
+    /**
+     * @return the one-statement insert-or-replace of this table for the connection's database, or null where none is
+     *         used (a {@code DELETE} then an {@code INSERT}). Asked per write: the drivers answer the product name
+     *         without a round trip, and one log may serve several databases.
+     */
+    private @Nullable String upsertStatement(Connection connection) throws SQLException {
+        String columns = " (transactional_id, producer_id, producer_epoch, " + START_COLUMN + ", decided_at) ";
+        return switch (connection.getMetaData().getDatabaseProductName()) {
+            case "PostgreSQL" -> "INSERT INTO " + this.table + columns + "VALUES (?, ?, ?, ?, ?) "
+                    + "ON CONFLICT (transactional_id) DO UPDATE SET producer_id = EXCLUDED.producer_id, "
+                    + "producer_epoch = EXCLUDED.producer_epoch, " + START_COLUMN + " = EXCLUDED." + START_COLUMN
+                    + ", decided_at = EXCLUDED.decided_at";
+            case "H2" -> "MERGE INTO " + this.table + columns + "KEY (transactional_id) VALUES (?, ?, ?, ?, ?)";
+            default -> null;
+        };
     }
 
     /**

@@ -1,0 +1,84 @@
+package io.github.txnsession.spring.jdbc;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.util.List;
+
+import javax.sql.DataSource;
+
+import io.github.txnsession.kafka.PreparedTransaction;
+import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The decision log's writes on each database it has a one-statement insert-or-replace for (PostgreSQL, H2): a new
+ * decision for a transactional id replaces the old row in the caller's transaction, a rolled-back write leaves the
+ * old row, and a clear names the transaction it clears.
+ */
+class DecisionLogTest {
+
+    @RegisterExtension
+    static final EmbeddedPostgresExtension postgres = new EmbeddedPostgresExtension();
+
+    @Test
+    void aNewDecisionReplacesTheOldRowOnPostgresql() throws SQLException {
+        replacesAndClears(new DriverManagerDataSource(postgres.jdbcUrl(), "postgres", ""));
+    }
+
+    @Test
+    void aNewDecisionReplacesTheOldRowOnH2() throws SQLException {
+        replacesAndClears(new DriverManagerDataSource("jdbc:h2:mem:" + EmbeddedKafkaCluster.uniqueName("log")
+                + ";DB_CLOSE_DELAY=-1", "sa", ""));
+    }
+
+    private static void replacesAndClears(DataSource dataSource) throws SQLException {
+        DecisionLog log = new DecisionLog();
+        log.createTableIfMissing(dataSource);
+        String prefix = EmbeddedKafkaCluster.uniqueName("orders") + "-";
+        String id = prefix + "0";
+        PreparedTransaction first = PreparedTransaction.of(7, (short) 3, 1_700_000_000_001L);
+        PreparedTransaction second = PreparedTransaction.of(7, (short) 4, 1_700_000_000_002L);
+        PreparedTransaction rolledBack = PreparedTransaction.of(7, (short) 5, 1_700_000_000_003L);
+
+        inTransaction(dataSource, true, con -> log.record(con, id, first));
+        inTransaction(dataSource, true, con -> log.record(con, id, second));
+        inTransaction(dataSource, false, con -> log.record(con, id, rolledBack));
+
+        List<DecisionRecord> rows = log.findByPrefix(dataSource, prefix);
+        assertThat(rows).singleElement().satisfies(r -> {
+            assertThat(r.producerEpoch()).isEqualTo((short) 4);
+            assertThat(r.txnStartMs()).isEqualTo(1_700_000_000_002L);
+        });
+        assertThat(log.contains(dataSource, id, second)).isTrue();
+        assertThat(log.contains(dataSource, id, first)).isFalse();
+        assertThat(log.contains(dataSource, id, rolledBack)).isFalse();
+
+        // clearing names the transaction: an older identity leaves the newer row alone
+        inTransaction(dataSource, true, con -> assertThat(log.clear(con, id, first)).isFalse());
+        assertThat(log.findByPrefix(dataSource, prefix)).hasSize(1);
+        inTransaction(dataSource, true, con -> assertThat(log.clear(con, id, second)).isTrue());
+        assertThat(log.findByPrefix(dataSource, prefix)).isEmpty();
+    }
+
+    private interface Work {
+        void run(Connection con) throws SQLException;
+    }
+
+    private static void inTransaction(DataSource dataSource, boolean commit, Work work) throws SQLException {
+        try (Connection con = dataSource.getConnection()) {
+            con.setAutoCommit(false);
+            work.run(con);
+            if (commit) {
+                con.commit();
+            }
+            else {
+                con.rollback();
+            }
+        }
+    }
+}
