@@ -5,6 +5,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.function.Supplier;
 
 import io.github.txnsession.kafka.InvalidSessionConfigException;
@@ -132,29 +133,28 @@ public final class TransactionSessionAutoConfiguration {
                 properties.getPoolSize() - 1, configs.get(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG));
         TransactionSessionPool pool = new TransactionSessionPool(prefix, properties.getPoolSize(),
                 properties.getAcquireTimeout(), configs, listeners.orderedStream().toList());
-        pool.setBackgroundExecutor(backgroundExecutor(taskExecutorBuilder, properties.getPoolSize()));
+        ThreadPoolTaskExecutorBuilder builder = taskExecutorBuilder.getIfAvailable(ThreadPoolTaskExecutorBuilder::new);
+        pool.setBackgroundExecutors(executor(builder, properties.getPoolSize(), "txn-session-"),
+                executor(builder, 1, "txn-session-settle-"));
         return pool;
     }
 
     /**
-     * The pool's own executor for its background work (decision rows cleared after the Kafka commit, in-doubt slots
-     * settled), built with Boot's {@link ThreadPoolTaskExecutorBuilder} so that the application's task decorator
-     * (context propagation) and customizers apply. Not the application's {@code applicationTaskExecutor}: a session
-     * stays lent until its decision row is cleared, so that work must not queue behind the application's. Not a bean
-     * either: an {@code Executor} bean would make Boot's {@code applicationTaskExecutor} back off. Shut down by the
-     * pool.
+     * An executor of the pool's own for its background work (decision rows cleared after the Kafka commit, in-doubt
+     * slots settled), built with Boot's {@link ThreadPoolTaskExecutorBuilder} so that the application's task decorator
+     * (context propagation) applies. Not the application's {@code applicationTaskExecutor}: a session stays lent until
+     * its work is done, so that work must not queue behind the application's. Not a bean either: an {@code Executor}
+     * bean would make Boot's {@code applicationTaskExecutor} back off. Sizes, queue and rejection are set again after
+     * the builder's customizers ran: the pool relies on an unbounded queue. Shut down by the pool.
      */
-    private static ExecutorService backgroundExecutor(
-            ObjectProvider<ThreadPoolTaskExecutorBuilder> builder, int poolSize) {
-        int threads = Math.max(1, Math.min(poolSize, 4));
-        ThreadPoolTaskExecutor executor = builder.getIfAvailable(ThreadPoolTaskExecutorBuilder::new)
-            .corePoolSize(threads)
-            .maxPoolSize(threads)
-            .queueCapacity(Integer.MAX_VALUE)
-            .allowCoreThreadTimeOut(true)
-            .keepAlive(Duration.ofSeconds(60))
-            .threadNamePrefix("txn-session-background-")
-            .build();
+    private static ExecutorService executor(ThreadPoolTaskExecutorBuilder builder, int threads, String namePrefix) {
+        ThreadPoolTaskExecutor executor = builder.threadNamePrefix(namePrefix).build();
+        executor.setCorePoolSize(threads);
+        executor.setMaxPoolSize(threads);
+        executor.setQueueCapacity(Integer.MAX_VALUE);
+        executor.setAllowCoreThreadTimeOut(true);
+        executor.setKeepAliveSeconds(60);
+        executor.setRejectedExecutionHandler(new ThreadPoolExecutor.AbortPolicy());
         executor.setDaemon(true);
         executor.initialize();
         return executor.getThreadPoolExecutor();

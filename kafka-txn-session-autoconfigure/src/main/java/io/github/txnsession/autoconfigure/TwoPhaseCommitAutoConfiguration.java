@@ -17,6 +17,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import org.springframework.beans.factory.DisposableBean;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -123,6 +124,22 @@ public final class TwoPhaseCommitAutoConfiguration {
             TwoPhaseRecovery recovery, TransactionSessionPool pool) {
         pool.setInDoubtResolver(recovery::recoverTransactionalId);
         return new JdbcTwoPhaseDecision(dataSource, decisionLog, recovery);
+    }
+
+    /**
+     * @return waits, when the context closes, for the pool's background work (decision rows cleared, Kafka commits
+     *         completed in the background) while the {@code DataSource} is still open: it depends on both, so it is
+     *         destroyed before either
+     */
+    @Bean
+    public DisposableBean transactionSessionBackgroundDrain(DataSource dataSource, TransactionSessionPool pool) {
+        return () -> {
+            if (!pool.awaitBackgroundWork(TransactionSessionPool.BACKGROUND_DRAIN_TIMEOUT)) {
+                log.warn("The transaction session pool's background work did not finish within {} s of shutdown; "
+                        + "recovery settles what it left at the next start",
+                        TransactionSessionPool.BACKGROUND_DRAIN_TIMEOUT.toSeconds());
+            }
+        };
     }
 
     /**

@@ -32,6 +32,11 @@ abstract class DelegatingSessionProducer<K, V> implements Producer<K, V> {
         this.delegate = delegate;
     }
 
+    /** @return the session producer that transaction calls, sends and flushes go to */
+    SessionProducer<K, V> target() {
+        return this.delegate;
+    }
+
     @Override
     public void initTransactions() {
         // the pool initialized the session
@@ -39,23 +44,23 @@ abstract class DelegatingSessionProducer<K, V> implements Producer<K, V> {
 
     @Override
     public void beginTransaction() {
-        this.delegate.beginTransaction();
+        target().beginTransaction();
     }
 
     @Override
     public void commitTransaction() {
-        this.delegate.commitTransaction();
+        target().commitTransaction();
     }
 
     @Override
     public void abortTransaction() {
-        this.delegate.abortTransaction();
+        target().abortTransaction();
     }
 
     @Override
     public void sendOffsetsToTransaction(Map<TopicPartition, OffsetAndMetadata> offsets,
             ConsumerGroupMetadata groupMetadata) {
-        this.delegate.sendOffsetsToTransaction(offsets, groupMetadata);
+        target().sendOffsetsToTransaction(offsets, groupMetadata);
     }
 
     @Override
@@ -65,12 +70,12 @@ abstract class DelegatingSessionProducer<K, V> implements Producer<K, V> {
 
     @Override
     public Future<RecordMetadata> send(ProducerRecord<K, V> record, @Nullable Callback callback) {
-        return this.delegate.send(record, callback);
+        return target().send(record, callback);
     }
 
     @Override
     public void flush() {
-        this.delegate.flush();
+        target().flush();
     }
 
     @Override

@@ -222,18 +222,20 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             return;
         }
         if (p == null && this.twoPhase != null) {
-            // enlisted after beforeCommit ran (the first send came from a beforeCompletion callback: one from a
-            // beforeCommit callback is refused by SessionEnlistment): it is not part of the two-phase decision
+            // enlisted after beforeCommit ran (the first send came from a beforeCompletion or afterCommit callback;
+            // one from a beforeCommit callback is refused by SessionEnlistment): not part of the two-phase decision
             logger.error("The Kafka transaction of session '" + session.transactionalId() + "' joined the transaction "
-                    + "while it was committing (a send from a beforeCompletion callback), after its decision was made: "
-                    + "it commits best effort, and a crash now loses it. Add SessionCommitPoint.LISTENER to the "
+                    + "while it was completing (a first send from a beforeCompletion or afterCommit callback), after "
+                    + "its decision was made: it commits best effort, and a crash now loses it. Add SessionCommitPoint.LISTENER to the "
                     + "transaction manager (the starter does so for every manager bean; not for JTA), or send before "
                     + "the commit starts.");
         }
         phaseAfterDecision(CommitPhase.AFTER_JDBC_COMMIT, session);
         long start = System.nanoTime();
         TwoPhaseDecision decision = this.twoPhase;
-        if (this.completeInBackground && decision != null && p != null && !p.isEmpty()) {
+        if (this.completeInBackground && decision != null && p != null && !p.isEmpty()
+                && !this.holder.hasBoundConsumers()) {
+            // (consumers bound to the session are unbound when the transaction completes: it must be complete by then)
             // the decision is durable: the commit is decided, and the caller need not wait for Kafka to carry it out
             this.clearing = inBackground(() -> completeDecided(decision, session, p, start));
             return;
@@ -276,8 +278,8 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     /**
      * Completes a two-phase commit whose decision the database committed, off the committing thread
      * ({@link SessionEnlistment#setCompleteInBackground}): Kafka commit, then the decision row cleared. A failed
-     * completion is settled from the decision; if that fails too, the session goes back to the pool in doubt and the
-     * pool settles it.
+     * completion is settled from the decision; if that fails too, it is logged, and the session goes back to the pool
+     * with its transaction still prepared, so the pool settles its slot before the id is used again.
      *
      * @return whether the session may go back to the pool as it is (false: in doubt)
      */
@@ -293,12 +295,12 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                 return true;
             }
             catch (RuntimeException settleFailure) {
-                logger.error("The database committed the decision of session '" + session.transactionalId()
-                        + "', but completing its Kafka transaction failed (" + ex + ") and could not be settled now ("
-                        + settleFailure.getMessage() + "): the pool settles it from the decision in the background",
-                        settleFailure);
-                return false;
+                // what the caller would have been told in the foreground (lost, unknown, or not settled yet); the
+                // release that follows sees a transaction still prepared and leaves the slot in doubt for the pool
+                logger.error("Completing the Kafka side of session '" + session.transactionalId() + "' in the "
+                        + "background failed: " + settleFailure.getMessage(), settleFailure);
             }
+            return true;
         }
         phaseAfterDecision(CommitPhase.AFTER_KAFKA_COMMIT, session);
         boolean cleared = clear(decision, session, p);

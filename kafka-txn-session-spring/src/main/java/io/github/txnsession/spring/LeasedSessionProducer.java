@@ -16,6 +16,20 @@ final class LeasedSessionProducer<K, V> extends DelegatingSessionProducer<K, V> 
         this.lease = lease;
     }
 
+    /**
+     * Refuses use after {@link #close()}: the session may already be lent to another thread, whose transaction a late
+     * send or abort through this producer would join.
+     */
+    @Override
+    SessionProducer<K, V> target() {
+        if (this.lease.isReleased()) {
+            throw new IllegalStateException("This producer was closed and its session '"
+                    + this.delegate.session().transactionalId() + "' went back to the pool; get a new producer "
+                    + "from the factory");
+        }
+        return this.delegate;
+    }
+
     /** Gives the session back to the pool; an open transaction is aborted. */
     @Override
     public void close() {

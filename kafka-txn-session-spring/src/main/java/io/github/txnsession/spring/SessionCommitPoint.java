@@ -119,22 +119,33 @@ public final class SessionCommitPoint implements TransactionSynchronization {
     /**
      * @return whether the calling thread runs inside a transaction's {@code beforeCommit} callbacks, where an
      *         exception rolls the transaction back (a JTA synchronization's {@code beforeCompletion}, which runs them,
-     *         included). Not Spring's own {@code beforeCompletion} callbacks: it swallows what they throw. Spring does
-     *         not expose the phase; the stack shows it. Only asked when a two-phase session enlists in a transaction
-     *         without a commit point.
+     *         included), and not inside a transaction begun since by {@code @Transactional} or a
+     *         {@code TransactionTemplate} (a {@code REQUIRES_NEW} call from the callback has a commit of its own; a
+     *         participating call there is not told apart and keeps the old best-effort behaviour, logged at ERROR).
+     *         Not Spring's own {@code beforeCompletion} callbacks: it swallows what they throw. Spring does not expose
+     *         the phase; the stack shows it. Only asked when a two-phase session enlists in a transaction without a
+     *         commit point.
      */
     static boolean insideCommitCallbacks() {
-        return StackWalker.getInstance().walk(frames -> frames.anyMatch(SessionCommitPoint::isCommitCallbackFrame));
+        return StackWalker.getInstance().walk(frames -> frames
+            .map(SessionCommitPoint::frameKind)
+            .filter(kind -> kind != 0)
+            .findFirst()
+            .orElse(0) > 0);
     }
 
-    private static boolean isCommitCallbackFrame(StackWalker.StackFrame frame) {
+    /** @return 1 for a commit callback frame, -1 for a transaction boundary (the innermost wins), 0 for others */
+    private static int frameKind(StackWalker.StackFrame frame) {
         String method = frame.getMethodName();
         return switch (frame.getClassName()) {
             case "org.springframework.transaction.support.TransactionSynchronizationUtils" ->
-                method.equals("triggerBeforeCommit");
+                method.equals("triggerBeforeCommit") ? 1 : 0;
             case "org.springframework.transaction.jta.SpringJtaSynchronizationAdapter" ->
-                method.equals("beforeCompletion");
-            default -> false;
+                method.equals("beforeCompletion") ? 1 : 0;
+            case "org.springframework.transaction.interceptor.TransactionAspectSupport" ->
+                method.equals("invokeWithinTransaction") ? -1 : 0;
+            case "org.springframework.transaction.support.TransactionTemplate" -> method.equals("execute") ? -1 : 0;
+            default -> 0;
         };
     }
 

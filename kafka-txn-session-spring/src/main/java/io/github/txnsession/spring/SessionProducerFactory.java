@@ -144,7 +144,7 @@ public class SessionProducerFactory<K, V> implements ProducerFactory<K, V>, Disp
         return List.copyOf(this.listeners);
     }
 
-    /** Applies to the non-transactional producer only (see the class description). */
+    /** Wraps every producer this factory hands out from now on (see the class description). */
     @Override
     public void addPostProcessor(ProducerPostProcessor<K, V> postProcessor) {
         this.postProcessors.add(Objects.requireNonNull(postProcessor, "postProcessor"));

@@ -23,6 +23,7 @@ public final class SessionResourceHolder extends ResourceHolderSupport {
     private volatile @Nullable String abortRequested;
     /** the transaction ended and the session went back to the pool: producers bound to this holder must not send */
     private volatile boolean ended;
+    private volatile boolean consumersBound;
     /** other resources bound for this transaction (a producer factory's holder), unbound with it */
     private final List<Object> alsoBound = new CopyOnWriteArrayList<>();
 
@@ -50,6 +51,16 @@ public final class SessionResourceHolder extends ResourceHolderSupport {
      */
     public void markDecisionMayBeCommitted() {
         this.decisionMayBeCommitted = true;
+    }
+
+    /** A consumer was bound to this transaction's session: it is unbound when the transaction completes. */
+    void markConsumersBound() {
+        this.consumersBound = true;
+    }
+
+    /** @return whether {@link #markConsumersBound()} was called */
+    boolean hasBoundConsumers() {
+        return this.consumersBound;
     }
 
     void unbindWithTransaction(Object key) {

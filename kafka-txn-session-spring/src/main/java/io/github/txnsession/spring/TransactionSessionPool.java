@@ -9,8 +9,9 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
@@ -67,6 +68,8 @@ public final class TransactionSessionPool implements AutoCloseable {
     private final Slot[] slots;
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition released = this.lock.newCondition();
+    /** how long {@link #close()} waits for background work already queued */
+    public static final Duration BACKGROUND_DRAIN_TIMEOUT = Duration.ofSeconds(30);
     /** how long a failed background settlement waits before it tries again */
     static final Duration SETTLE_RETRY = Duration.ofSeconds(5);
 
@@ -76,6 +79,11 @@ public final class TransactionSessionPool implements AutoCloseable {
      * {@link #setBackgroundExecutor}, or created at the first task); guarded by the pool lock
      */
     private @Nullable ExecutorService background;
+    /** settles in-doubt slots (set by {@link #setBackgroundExecutors}, or created at the first); guarded by the lock */
+    private @Nullable ExecutorService settler;
+    /** background work submitted and not yet done; guarded by the pool lock */
+    private int pendingWork;
+    private final Condition workIdle = this.lock.newCondition();
     private int inUse;
     private int waiting;
     private long exhausted;
@@ -298,24 +306,31 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     /**
-     * Sets the executor of the pool's background work: two-phase decision rows cleared after the Kafka commit, and
-     * in-doubt slots settled. The pool shuts it down when it closes (tasks already queued still run). Without one,
-     * the pool creates up to four daemon threads of its own when it first needs them. The starter passes an executor
-     * built with Boot's {@code ThreadPoolTaskExecutorBuilder} (task decorators and customizers apply). Use an
-     * executor of the pool's own: a session whose decision row waits in a queue behind the application's work stays
-     * lent until the row is cleared.
+     * Sets the executors of the pool's background work, before the pool is used. The pool shuts them down when it
+     * closes, after waiting (up to {@link #BACKGROUND_DRAIN_TIMEOUT}) for the work already queued. Without them, the
+     * pool creates daemon threads of its own when it first needs them. The starter passes executors built with Boot's
+     * {@code ThreadPoolTaskExecutorBuilder} (task decorators apply). Give the pool executors of its own: a session
+     * stays lent until its work is done, so that work must not queue behind the application's.
      *
+     * @param work runs what follows a two-phase commit (the decision row's clearing; with
+     *        {@link SessionEnlistment#setCompleteInBackground} the Kafka commit too): each lent session has at most one
+     *        such task, so up to {@link #size()} threads are useful; it should not reject tasks while open
+     * @param settlement settles in-doubt slots (a resumed session, the decision log): separate from {@code work}, so
+     *        that settlements blocked on an unreachable coordinator or database do not hold up the sessions whose
+     *        work is queued; one thread is enough
      * @throws IllegalStateException if the pool has already run background work, or is closed
      */
-    public void setBackgroundExecutor(ExecutorService executor) {
-        Objects.requireNonNull(executor, "executor");
+    public void setBackgroundExecutors(ExecutorService work, ExecutorService settlement) {
+        Objects.requireNonNull(work, "work");
+        Objects.requireNonNull(settlement, "settlement");
         this.lock.lock();
         try {
-            if (this.closed || this.background != null) {
+            if (this.closed || this.background != null || this.settler != null) {
                 throw new IllegalStateException("Transaction session pool '" + this.prefix + "': set the background "
-                        + "executor before the pool is used" + (this.closed ? " (the pool is closed)" : ""));
+                        + "executors before the pool is used" + (this.closed ? " (the pool is closed)" : ""));
             }
-            this.background = executor;
+            this.background = work;
+            this.settler = settlement;
         }
         finally {
             this.lock.unlock();
@@ -323,11 +338,11 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     /**
-     * Runs {@code task} on the pool's background executor ({@link #setBackgroundExecutor}, by default up to four
-     * daemon threads per pool, created when first needed; shut down with the pool after the tasks already queued):
-     * two-phase decision rows are cleared there after the Kafka commit, off the committing thread.
+     * Runs {@code task} on the pool's work executor ({@link #setBackgroundExecutors}; by default up to {@link #size()}
+     * daemon threads, created when needed and ended when idle): two-phase decision rows are cleared there after the
+     * Kafka commit, off the committing thread. {@link #close()} waits for such tasks.
      *
-     * @throws java.util.concurrent.RejectedExecutionException once the pool is closed
+     * @throws java.util.concurrent.RejectedExecutionException once the pool is closed, or if the executor refuses
      */
     public void runInBackground(Runnable task) {
         ExecutorService executor;
@@ -337,19 +352,78 @@ public final class TransactionSessionPool implements AutoCloseable {
                 throw new RejectedExecutionException("Transaction session pool '" + this.prefix + "' is closed");
             }
             if (this.background == null) {
-                // a few threads: one slow delete must not hold up the others' sessions
-                this.background = Executors.newFixedThreadPool(Math.max(1, Math.min(this.size, 4)), r -> {
-                    Thread t = new Thread(r, "txn-session-background-" + this.prefix);
-                    t.setDaemon(true);
-                    return t;
-                });
+                this.background = daemonThreads(this.size, "txn-session-background-" + this.prefix);
             }
             executor = this.background;
+            this.pendingWork++;
         }
         finally {
             this.lock.unlock();
         }
-        executor.execute(task);
+        try {
+            executor.execute(() -> {
+                try {
+                    task.run();
+                }
+                finally {
+                    workDone();
+                }
+            });
+        }
+        catch (RuntimeException ex) {
+            workDone();
+            throw ex;
+        }
+    }
+
+    private void workDone() {
+        this.lock.lock();
+        try {
+            this.pendingWork--;
+            this.workIdle.signalAll();
+        }
+        finally {
+            this.lock.unlock();
+        }
+    }
+
+    /**
+     * Waits until the background work queued so far (see {@link #runInBackground}) is done: the starter calls it
+     * while the application's {@code DataSource} is still open, so that decision rows are cleared (and Kafka commits
+     * completed in the background are carried out) before the database goes away.
+     *
+     * @return whether the work was done within {@code timeout}
+     */
+    public boolean awaitBackgroundWork(Duration timeout) {
+        long remaining = timeout.toNanos();
+        this.lock.lock();
+        try {
+            while (this.pendingWork > 0) {
+                if (remaining <= 0) {
+                    return false;
+                }
+                remaining = this.workIdle.awaitNanos(remaining);
+            }
+            return true;
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+        finally {
+            this.lock.unlock();
+        }
+    }
+
+    private static ExecutorService daemonThreads(int threads, String name) {
+        ThreadPoolExecutor executor = new ThreadPoolExecutor(threads, threads, 60, TimeUnit.SECONDS,
+                new LinkedBlockingQueue<>(), r -> {
+                    Thread t = new Thread(r, name);
+                    t.setDaemon(true);
+                    return t;
+                });
+        executor.allowCoreThreadTimeOut(true);
+        return executor;
     }
 
     /**
@@ -362,25 +436,47 @@ public final class TransactionSessionPool implements AutoCloseable {
         if (this.inDoubtResolver == null) {
             return;
         }
+        ExecutorService lane;
         this.lock.lock();
         try {
             if (this.closed || slot.settlementScheduled) {
                 return; // one retry chain per slot
             }
             slot.settlementScheduled = true;
+            if (this.settler == null) {
+                this.settler = daemonThreads(1, "txn-session-settler-" + this.prefix);
+            }
+            lane = this.settler;
         }
         finally {
             this.lock.unlock();
         }
-        // the delay on the JDK's shared delay thread; the settling itself on the background executor
+        // the delay on the JDK's shared delay thread (it only hands the task over); the settling on the pool's lane
         CompletableFuture.delayedExecutor(delay.toMillis(), TimeUnit.MILLISECONDS, task -> {
             try {
-                runInBackground(task);
+                lane.execute(task);
             }
-            catch (RejectedExecutionException closedMeanwhile) {
-                // nothing to settle for a closed pool: recovery at the next start does it
+            catch (RejectedExecutionException ex) {
+                settlementRejected(slot, ex);
             }
         }).execute(() -> settleInBackground(slot));
+    }
+
+    /** The settlement executor refused: unless the pool closed meanwhile, the slot must still be settled. */
+    private void settlementRejected(Slot slot, RejectedExecutionException ex) {
+        this.lock.lock();
+        try {
+            slot.settlementScheduled = false;
+            if (this.closed) {
+                return; // recovery at the next start settles it
+            }
+        }
+        finally {
+            this.lock.unlock();
+        }
+        log.warn("Transaction session '{}': the settlement executor refused its in-doubt settlement ({}); retrying in "
+                + "{} s", slot.transactionalId, ex.toString(), SETTLE_RETRY.toSeconds());
+        scheduleSettlement(slot, SETTLE_RETRY);
     }
 
     private void settleInBackground(Slot slot) {
@@ -604,11 +700,19 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     /**
-     * Closes every idle session now, and every lent session when it comes back (a session in use is closed right
-     * away too, which aborts its open transaction). Later {@link #acquire()} calls fail. Idempotent.
+     * Waits (up to {@link #BACKGROUND_DRAIN_TIMEOUT}) for the background work already queued, then closes every idle
+     * session now, and every lent session when it comes back (a session in use is closed right away too, which aborts
+     * its open transaction; one lent with a prepared transaction is left for recovery). Later {@link #acquire()} calls
+     * fail. Idempotent.
      */
     @Override
     public void close() {
+        // what follows a commit (clearing its decision row, completing its Kafka side) must not be cut off
+        if (!awaitBackgroundWork(BACKGROUND_DRAIN_TIMEOUT)) {
+            log.warn("Transaction session pool '{}': background work still running after {} s; closing anyway (what "
+                    + "it leaves is settled by recovery at the next start)", this.prefix,
+                    BACKGROUND_DRAIN_TIMEOUT.toSeconds());
+        }
         List<TransactionSession> toClose = new ArrayList<>();
         List<TransactionSession> toAbandon = new ArrayList<>();
         this.lock.lock();
@@ -618,7 +722,10 @@ public final class TransactionSessionPool implements AutoCloseable {
             }
             this.closed = true;
             if (this.background != null) {
-                this.background.shutdown(); // clears already queued still run
+                this.background.shutdown(); // work already queued still runs (and was waited for above)
+            }
+            if (this.settler != null) {
+                this.settler.shutdownNow(); // recovery at the next start settles what is left in doubt
             }
             for (Slot s : this.slots) {
                 TransactionSession session = s.session;

@@ -139,6 +139,7 @@ public class TransactionalConsumerFactory {
                     + Thread.currentThread().getName() + "': bind consumers inside a transaction of the "
                     + "SessionTransactionManager over pool " + this.pool + " (@Transactional or TransactionTemplate)");
         }
+        holder.markConsumersBound();
         return holder.session();
     }
 

@@ -6,7 +6,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import io.github.txnsession.kafka.SessionFencedException;
 import io.github.txnsession.kafka.SessionProducer;
@@ -150,6 +155,39 @@ class TransactionSessionPoolTest {
             }
         }
         return false;
+    }
+
+    /**
+     * Work queued in the background (clearing a decision row, completing a Kafka commit) is not cut off by close: close
+     * waits for it, then refuses new work; executors set for the pool are shut down with it.
+     */
+    @Test
+    void closeWaitsForTheBackgroundWorkAlreadyQueued() throws Exception {
+        TransactionSessionPool pool = pool(EmbeddedKafkaCluster.uniqueName("drain") + "-", 2, Duration.ZERO);
+        ExecutorService work = Executors.newFixedThreadPool(2);
+        ExecutorService settlement = Executors.newSingleThreadExecutor();
+        pool.setBackgroundExecutors(work, settlement);
+        CountDownLatch started = new CountDownLatch(1);
+        AtomicBoolean finished = new AtomicBoolean();
+        pool.runInBackground(() -> {
+            started.countDown();
+            try {
+                Thread.sleep(300); // the work itself: a slow DELETE, say
+            }
+            catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+            }
+            finished.set(true);
+        });
+        assertThat(started.await(10, TimeUnit.SECONDS)).isTrue();
+        pool.close();
+        assertThat(finished).as("the queued work finished before close returned").isTrue();
+        assertThatThrownBy(() -> pool.runInBackground(() -> { }))
+            .isInstanceOf(RejectedExecutionException.class);
+        assertThat(work.isShutdown()).isTrue();
+        assertThat(settlement.isShutdown()).isTrue();
+        assertThatThrownBy(() -> pool.setBackgroundExecutors(work, settlement))
+            .isInstanceOf(IllegalStateException.class).hasMessageContaining("before the pool is used");
     }
 
     @Test

@@ -1,6 +1,7 @@
 package io.github.txnsession.spring.jdbc;
 
 import java.sql.Connection;
+import java.sql.DatabaseMetaData;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.ResultSetMetaData;
@@ -10,8 +11,12 @@ import java.sql.Timestamp;
 import java.sql.Types;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Locale;
+import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
 
 import javax.sql.DataSource;
@@ -61,6 +66,8 @@ public final class DecisionLog {
     private static final char LIKE_ESCAPE = '!';
 
     private final String table;
+    /** by database URL: whether the table has the unique key the one-statement upsert needs */
+    private final Map<String, Boolean> upsertable = new ConcurrentHashMap<>();
 
     /** A log in the table {@value #DEFAULT_TABLE}. */
     public DecisionLog() {
@@ -124,8 +131,8 @@ public final class DecisionLog {
     /**
      * Writes the decision to commit {@code prepared} through {@code connection}, in the caller's transaction,
      * replacing an older row of the same transactional id. One statement on PostgreSQL ({@code INSERT ... ON CONFLICT})
-     * and H2 ({@code MERGE ... KEY}), which key on the table's primary key; a {@code DELETE} and an {@code INSERT} on
-     * other databases.
+     * and H2 ({@code MERGE ... KEY}) when the table's primary key (or another unique index) is on
+     * {@code transactional_id}, as in the shipped scripts; a {@code DELETE} and an {@code INSERT} otherwise.
      *
      * @throws IllegalArgumentException for an empty transaction: it needs no decision (nothing to complete)
      */
@@ -162,19 +169,63 @@ public final class DecisionLog {
 
     /**
      * @return the one-statement insert-or-replace of this table for the connection's database, or null where none is
-     *         used (a {@code DELETE} then an {@code INSERT}). Asked per write: the drivers answer the product name
-     *         without a round trip, and one log may serve several databases.
+     *         used (a {@code DELETE} then an {@code INSERT}): other databases, and a table without a unique key on
+     *         {@code transactional_id} alone (a table of the application's own schema, say), which the upsert needs.
+     *         Decided once per database and table.
      */
     private @Nullable String upsertStatement(Connection connection) throws SQLException {
+        DatabaseMetaData meta = connection.getMetaData();
+        String product = meta.getDatabaseProductName();
+        if (!product.equals("PostgreSQL") && !product.equals("H2")) {
+            return null;
+        }
+        boolean keyed = this.upsertable.computeIfAbsent(meta.getURL(), url -> keyedByTransactionalId(meta));
+        if (!keyed) {
+            return null;
+        }
         String columns = " (transactional_id, producer_id, producer_epoch, " + START_COLUMN + ", decided_at) ";
-        return switch (connection.getMetaData().getDatabaseProductName()) {
-            case "PostgreSQL" -> "INSERT INTO " + this.table + columns + "VALUES (?, ?, ?, ?, ?) "
-                    + "ON CONFLICT (transactional_id) DO UPDATE SET producer_id = EXCLUDED.producer_id, "
-                    + "producer_epoch = EXCLUDED.producer_epoch, " + START_COLUMN + " = EXCLUDED." + START_COLUMN
-                    + ", decided_at = EXCLUDED.decided_at";
-            case "H2" -> "MERGE INTO " + this.table + columns + "KEY (transactional_id) VALUES (?, ?, ?, ?, ?)";
-            default -> null;
-        };
+        if (product.equals("H2")) {
+            return "MERGE INTO " + this.table + columns + "KEY (transactional_id) VALUES (?, ?, ?, ?, ?)";
+        }
+        return "INSERT INTO " + this.table + columns + "VALUES (?, ?, ?, ?, ?) ON CONFLICT (transactional_id) DO "
+                + "UPDATE SET producer_id = EXCLUDED.producer_id, producer_epoch = EXCLUDED.producer_epoch, "
+                + START_COLUMN + " = EXCLUDED." + START_COLUMN + ", decided_at = EXCLUDED.decided_at";
+    }
+
+    /** @return whether the table has a unique index (its primary key, say) on {@code transactional_id} alone */
+    private boolean keyedByTransactionalId(DatabaseMetaData meta) {
+        String schema = null;
+        String name = this.table;
+        int dot = name.indexOf('.');
+        if (dot > 0) {
+            schema = name.substring(0, dot);
+            name = name.substring(dot + 1);
+        }
+        try {
+            if (meta.storesUpperCaseIdentifiers()) {
+                schema = schema == null ? null : schema.toUpperCase(Locale.ROOT);
+                name = name.toUpperCase(Locale.ROOT);
+            }
+            else if (meta.storesLowerCaseIdentifiers()) {
+                schema = schema == null ? null : schema.toLowerCase(Locale.ROOT);
+                name = name.toLowerCase(Locale.ROOT);
+            }
+            Map<String, List<String>> uniqueIndexes = new HashMap<>();
+            try (ResultSet rs = meta.getIndexInfo(null, schema, name, true, false)) {
+                while (rs.next()) {
+                    String column = rs.getString("COLUMN_NAME");
+                    String index = rs.getString("TABLE_SCHEM") + "." + rs.getString("INDEX_NAME");
+                    if (column != null && rs.getString("INDEX_NAME") != null) {
+                        uniqueIndexes.computeIfAbsent(index, i -> new ArrayList<>()).add(column);
+                    }
+                }
+            }
+            return uniqueIndexes.values().stream()
+                .anyMatch(cols -> cols.size() == 1 && cols.get(0).equalsIgnoreCase("transactional_id"));
+        }
+        catch (SQLException ex) {
+            return false; // DELETE + INSERT work on any table
+        }
     }
 
     /**

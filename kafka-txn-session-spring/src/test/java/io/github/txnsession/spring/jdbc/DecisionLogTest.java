@@ -36,9 +36,31 @@ class DecisionLogTest {
                 + ";DB_CLOSE_DELAY=-1", "sa", ""));
     }
 
+    /**
+     * A table of the application's own schema without the unique key the one-statement upsert needs: the log falls
+     * back to DELETE + INSERT, with the same result.
+     */
+    @Test
+    void aTableWithoutAUniqueKeyStillHasOneRowPerIdOnPostgresqlAndH2() throws SQLException {
+        DataSource postgresql = new DriverManagerDataSource(postgres.jdbcUrl(), "postgres", "");
+        DataSource h2 = new DriverManagerDataSource("jdbc:h2:mem:" + EmbeddedKafkaCluster.uniqueName("log")
+                + ";DB_CLOSE_DELAY=-1", "sa", "");
+        for (DataSource dataSource : List.of(postgresql, h2)) {
+            String table = "unkeyed_" + Math.abs(System.nanoTime() % 1_000_000);
+            inTransaction(dataSource, true, con -> con.createStatement().execute("CREATE TABLE " + table
+                    + " (transactional_id VARCHAR(512) NOT NULL, producer_id BIGINT NOT NULL, "
+                    + "producer_epoch SMALLINT NOT NULL, txn_start_ms BIGINT, decided_at TIMESTAMP NOT NULL)"));
+            replacesAndClears(dataSource, new DecisionLog(table));
+        }
+    }
+
     private static void replacesAndClears(DataSource dataSource) throws SQLException {
         DecisionLog log = new DecisionLog();
         log.createTableIfMissing(dataSource);
+        replacesAndClears(dataSource, log);
+    }
+
+    private static void replacesAndClears(DataSource dataSource, DecisionLog log) throws SQLException {
         String prefix = EmbeddedKafkaCluster.uniqueName("orders") + "-";
         String id = prefix + "0";
         PreparedTransaction first = PreparedTransaction.of(7, (short) 3, 1_700_000_000_001L);

@@ -342,8 +342,15 @@ class EnlistmentFailurePathsTest {
                 });
             });
             app.tx.executeWithoutResult(s -> app.placeOrder("l-in-body"));
-            assertThat(app.rows()).containsExactly("l-before-completion", "l-in-body");
-            assertThat(app.events()).containsExactly("l-before-completion", "l-in-body");
+            // a transaction of its own begun from the callback (REQUIRES_NEW) has its own commit: not refused
+            TransactionTemplate requiresNew = new TransactionTemplate(app.transactionManager);
+            requiresNew.setPropagationBehavior(TransactionDefinition.PROPAGATION_REQUIRES_NEW);
+            app.tx.executeWithoutResult(s -> {
+                app.jdbc.update("INSERT INTO orders (id) VALUES (?)", "l-outer");
+                beforeCommit(() -> requiresNew.executeWithoutResult(inner -> app.placeOrder("l-requires-new")));
+            });
+            assertThat(app.rows()).containsExactly("l-before-completion", "l-in-body", "l-outer", "l-requires-new");
+            assertThat(app.events()).containsExactly("l-before-completion", "l-in-body", "l-requires-new");
             await().atMost(Duration.ofSeconds(10)).until(() -> app.pool.snapshot().inUse() == 0);
         }
     }
