@@ -1,0 +1,146 @@
+package io.github.txnsession.kafka.docs;
+
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import io.github.txnsession.kafka.CompletionOutcome;
+import io.github.txnsession.kafka.PreparedTransaction;
+import io.github.txnsession.kafka.SessionProducer;
+import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.kafka.TransactionalConsumer;
+import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
+import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.LongSerializer;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The Java snippets of README.md and docs/ (regions between {@code tag::} and {@code end::} comments), compiled and
+ * run here against a real broker; {@code DocsSnippetsTest} in the starter checks that the documents show exactly these
+ * regions.
+ */
+class CoreSnippetsTest {
+
+    @RegisterExtension
+    static final KafkaClusterExtension kafka = KafkaClusterExtension.withBrokers(1);
+
+    private static Map<String, Object> configs(String transactionalId) {
+        Map<String, Object> configs = new HashMap<>(kafka.cluster().clientConfigs());
+        configs.put("transactional.id", transactionalId);
+        return configs;
+    }
+
+    @Test
+    void coreExample() {
+        String ordersTopic = EmbeddedKafkaCluster.uniqueName("orders");
+        String totalsTopic = EmbeddedKafkaCluster.uniqueName("totals");
+        kafka.cluster().createTopic(ordersTopic, 1);
+        kafka.cluster().createTopic(totalsTopic, 1);
+        Map<String, Object> configs = configs(EmbeddedKafkaCluster.uniqueName("orders"));
+        // tag::core-example[]
+        try (TransactionSession session = TransactionSession.open(configs)) {
+            session.initialize();
+            var orders = new SessionProducer<>(session, new StringSerializer(), new StringSerializer());
+            var totals = new SessionProducer<>(session, new StringSerializer(), new LongSerializer());
+
+            session.beginTransaction();
+            orders.send(new ProducerRecord<>(ordersTopic, "o-1", "{\"item\":\"book\"}"));
+            totals.send(new ProducerRecord<>(totalsTopic, "customer-7", 1299L));
+            session.commitTransaction(); // both records, one transaction, one producer id
+        }
+        // end::core-example[]
+        assertThat(kafka.cluster().readCommitted(ordersTopic)).map(ConsumerRecord::key).containsExactly("o-1");
+        assertThat(kafka.cluster().readCommitted(totalsTopic)).hasSize(1);
+    }
+
+    @Test
+    void resumeExample() {
+        String topic = EmbeddedKafkaCluster.uniqueName("payments");
+        kafka.cluster().createTopic(topic, 1);
+        String transactionalId = EmbeddedKafkaCluster.uniqueName("payments");
+        Map<String, Object> configs = configs(transactionalId);
+        String stored;
+        try (TransactionSession session = TransactionSession.open(configs)) {
+            session.initialize();
+            var producer = new SessionProducer<>(session, new StringSerializer(), new StringSerializer());
+            session.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, "p-1", "captured"));
+            // tag::prepare-example[]
+            PreparedTransaction prepared = session.prepareTransaction(); // flushed, still open
+            stored = prepared.toString(); // "producerId:epoch:startTimeMs": store it with your decision
+            // end::prepare-example[]
+            // this process stops here without ending the transaction (a crash, or another process completes it)
+            session.abandon();
+        }
+        Map<String, Object> connection = kafka.cluster().clientConfigs();
+        CompletionOutcome outcome;
+        // tag::resume-example[]
+        PreparedTransaction decided = PreparedTransaction.parse(stored);
+        try (TransactionSession resumed = TransactionSession.resume(transactionalId, decided, connection)) {
+            // COMMITTED, ALREADY_COMMITTED (a retry), ABORTED or EMPTY; LOST and UNKNOWN are thrown
+            outcome = resumed.completeTransaction(decided);
+        }
+        // end::resume-example[]
+        assertThat(outcome).isEqualTo(CompletionOutcome.COMMITTED);
+        assertThat(kafka.cluster().readCommitted(topic)).map(ConsumerRecord::key).containsExactly("p-1");
+    }
+
+    private TransactionalConsumer<String, String> polling;
+    private final long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+
+    /** Until the consumer has read the 10 input records (or a minute passed). */
+    private boolean keepRunning() {
+        var assigned = this.polling.assignment();
+        boolean caughtUp = !assigned.isEmpty() && assigned.stream().allMatch(tp -> this.polling.position(tp) >= 10);
+        return !caughtUp && System.nanoTime() < this.deadline;
+    }
+
+    @Test
+    void consumeProcessProduce() {
+        String input = EmbeddedKafkaCluster.uniqueName("in");
+        String output = EmbeddedKafkaCluster.uniqueName("out");
+        kafka.cluster().createTopic(input, 1);
+        kafka.cluster().createTopic(output, 1);
+        try (KafkaProducer<String, String> plain = new KafkaProducer<>(kafka.cluster().clientConfigs(),
+                new StringSerializer(), new StringSerializer())) {
+            for (int i = 0; i < 10; i++) {
+                plain.send(new ProducerRecord<>(input, "k" + i, "v" + i));
+            }
+        }
+        Map<String, Object> consumerConfigs = new HashMap<>(kafka.cluster().clientConfigs());
+        consumerConfigs.put(ConsumerConfig.GROUP_ID_CONFIG, EmbeddedKafkaCluster.uniqueName("upper"));
+        consumerConfigs.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        consumerConfigs.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        consumerConfigs.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        try (TransactionSession session = TransactionSession.open(configs(EmbeddedKafkaCluster.uniqueName("upper")));
+                var consumer = new TransactionalConsumer<>(new KafkaConsumer<>(consumerConfigs,
+                        new StringDeserializer(), new StringDeserializer()))) {
+            this.polling = consumer;
+            session.initialize();
+            // tag::consume-process-produce[]
+            consumer.subscribe(List.of(input));
+            consumer.bindTransactionSession(session); // its positions commit with the session's transactions
+            var out = new SessionProducer<>(session, new StringSerializer(), new StringSerializer());
+            while (keepRunning()) {
+                session.beginTransaction();
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    out.send(new ProducerRecord<>(output, r.key(), r.value().toUpperCase()));
+                }
+                session.commitTransaction(); // the output and the consumed offsets, atomically
+            }
+            // end::consume-process-produce[]
+        }
+        assertThat(kafka.cluster().readCommitted(output)).map(ConsumerRecord::value).contains("V0", "V9").hasSize(10);
+    }
+}
