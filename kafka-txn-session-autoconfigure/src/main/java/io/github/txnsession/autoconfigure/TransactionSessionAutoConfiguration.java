@@ -70,7 +70,7 @@ import org.springframework.util.StringUtils;
  * {@code spring.kafka.consumer.*}) bound to the current transaction, for programmatic loops and
  * {@link io.github.txnsession.spring.SessionShareListenerContainer}s;</li>
  * <li>{@link SessionTransactionCounters}, and with Actuator's health module / Micrometer on the classpath a health
- * indicator ({@code transactionSession}) and meters ({@code kafka.txn.session.*}).</li>
+ * indicator ({@code kafkaTxnSession}) and meters ({@code kafka.txn.session.*}).</li>
  * </ul>
  * Turned off with {@code kafka.txn-session.enabled=false}.
  */

@@ -65,8 +65,8 @@ import org.apache.kafka.common.TopicPartition;
  * <li>Kafka's {@link PreparedTxnState} ({@code producerId:epoch}), accepted for compatibility, cannot tell a
  * transaction from a later one with the same epoch (version 1, or after an empty transaction).</li>
  * <li>A live session tells its own transaction from another producer's by the producer id and epoch it read from the
- * coordinator when it initialized (and again after a failed transaction); if that read failed, a prepare accepts the
- * coordinator's open transaction as its own.</li>
+ * coordinator when it initialized (and again after a failed transaction); if that read failed, a prepare of a
+ * transaction that wrote refuses ({@link SessionAbortableException}: abort and retry) rather than guess.</li>
  * </ul>
  *
  * <h2>Implementations</h2>

@@ -37,7 +37,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * <h2>Commit protocol</h2>
  * <ol>
  * <li>prepare the Kafka transaction ({@link TransactionSession#prepareTransaction()}: flush, offsets, identity);</li>
- * <li>write the decision row ({@code transactional id, producer id, epoch}) through the same JDBC connection;</li>
+ * <li>write the decision row ({@code transactional id, producer id, epoch, start time}) through the same JDBC
+ * connection;</li>
  * <li>commit the JDBC transaction: this is the decision;</li>
  * <li>complete the Kafka transaction ({@link TransactionSession#completeTransaction});</li>
  * <li>clear the decision row.</li>
