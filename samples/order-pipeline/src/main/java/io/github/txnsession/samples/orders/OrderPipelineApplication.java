@@ -1,6 +1,7 @@
 package io.github.txnsession.samples.orders;
 
 import io.github.txnsession.samples.support.EmbeddedKafkaConfiguration;
+import io.github.txnsession.samples.support.ProblemDetailsAdvice;
 import org.apache.kafka.clients.admin.NewTopic;
 
 import org.springframework.boot.SpringApplication;
@@ -13,7 +14,7 @@ import org.springframework.context.annotation.Import;
  * {@code spring.kafka.bootstrap-servers} it starts an embedded Kafka broker ({@link EmbeddedKafkaConfiguration}).
  */
 @SpringBootApplication(proxyBeanMethods = false)
-@Import(EmbeddedKafkaConfiguration.class)
+@Import({ EmbeddedKafkaConfiguration.class, ProblemDetailsAdvice.class })
 public class OrderPipelineApplication {
 
     /** Orders placed through the REST endpoint. */

@@ -71,8 +71,36 @@ class OrderPipelineApplicationTest {
     }
 
     @Test
-    void unknownTopicsAreRefused() throws Exception {
-        assertThat(get("/records/secrets").statusCode()).isEqualTo(400);
+    void unknownTopicsAreRefusedWithAProblemDetail() throws Exception {
+        HttpResponse<String> unknown = get("/records/secrets");
+        assertThat(unknown.statusCode()).isEqualTo(400);
+        assertProblemDetail(unknown);
+        assertThat(unknown.body()).contains("Unknown topic 'secrets'");
+    }
+
+    /** Bean Validation: a quantity of 0 or a missing item is refused, and nothing is published. */
+    @Test
+    void invalidOrdersAreRefusedWithTheReasonAndPublishNothing() throws Exception {
+        HttpResponse<String> zero = post("/orders", "{\"item\":\"ghost\",\"quantity\":0}");
+        assertThat(zero.statusCode()).as(zero.body()).isEqualTo(400);
+        assertProblemDetail(zero);
+        assertThat(zero.body()).contains("'quantity' must be greater than 0").contains("\"field\":\"quantity\"");
+        HttpResponse<String> noItem = post("/orders", "{\"quantity\":2}");
+        assertThat(noItem.statusCode()).as(noItem.body()).isEqualTo(400);
+        assertThat(noItem.body()).contains("'item' must not be blank");
+        HttpResponse<String> rejected = post("/orders?fail=true", "{\"item\":\"lamp\",\"quantity\":1}");
+        assertThat(rejected.statusCode()).isEqualTo(409);
+        assertProblemDetail(rejected);
+
+        String laterId = orderId(post("/orders", "{\"item\":\"pen\",\"quantity\":3}").body());
+        await().atMost(Duration.ofSeconds(30)).until(() -> get("/records/orders").body().contains(laterId));
+        assertThat(get("/records/orders").body()).doesNotContain("ghost").doesNotContain("null");
+    }
+
+    private static void assertProblemDetail(HttpResponse<String> response) {
+        assertThat(response.headers().firstValue("Content-Type")).as(response.body())
+            .hasValueSatisfying(type -> assertThat(type).startsWith("application/problem+json"));
+        assertThat(response.body()).contains("\"status\":" + response.statusCode()).contains("\"detail\":");
     }
 
     private HttpResponse<String> post(String path, String json) throws IOException, InterruptedException {

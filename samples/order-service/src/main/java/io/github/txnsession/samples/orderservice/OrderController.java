@@ -1,10 +1,11 @@
 package io.github.txnsession.samples.orderservice;
 
 import java.util.List;
-import java.util.Map;
-import java.util.Optional;
+
+import jakarta.validation.Valid;
 
 import org.springframework.http.HttpStatus;
+import org.springframework.http.ProblemDetail;
 import org.springframework.http.ResponseEntity;
 import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.GetMapping;
@@ -16,7 +17,7 @@ import org.springframework.web.bind.annotation.RestController;
 /**
  * {@code POST /orders} places an order ({@code ?fail=true}: rejected after both writes, so both roll back);
  * {@code GET /orders} lists the {@code orders} table; {@code GET /events} lists the committed {@link OrderPlaced}
- * events.
+ * events. Errors are RFC 9457 problem details: 400 for an invalid body, 409 for a rejected order.
  */
 @RestController
 public class OrderController {
@@ -32,12 +33,8 @@ public class OrderController {
     }
 
     @PostMapping("/orders")
-    ResponseEntity<?> place(@RequestBody OrderRequest request,
+    ResponseEntity<OrderReceipt> place(@Valid @RequestBody OrderRequest request,
             @RequestParam(name = "fail", defaultValue = "false") boolean fail) {
-        Optional<String> problem = request.problem();
-        if (problem.isPresent()) {
-            return ResponseEntity.badRequest().body(Map.of("error", problem.get()));
-        }
         return ResponseEntity.status(HttpStatus.CREATED).body(this.service.placeOrder(request, fail));
     }
 
@@ -52,8 +49,9 @@ public class OrderController {
     }
 
     @ExceptionHandler(OrderRejectedException.class)
-    ResponseEntity<Map<String, String>> rejected(OrderRejectedException ex) {
-        return ResponseEntity.status(HttpStatus.CONFLICT)
-            .body(Map.of("orderId", ex.orderId(), "error", String.valueOf(ex.getMessage())));
+    ProblemDetail rejected(OrderRejectedException ex) {
+        ProblemDetail problem = ProblemDetail.forStatusAndDetail(HttpStatus.CONFLICT, String.valueOf(ex.getMessage()));
+        problem.setProperty("orderId", ex.orderId());
+        return problem;
     }
 }

@@ -39,7 +39,7 @@ public class OrderService {
     }
 
     /**
-     * @param request a valid order (see {@link OrderRequest#problem()})
+     * @param request a valid order (checked by Bean Validation)
      * @param failAfterWrites throw after the row was inserted and the event sent, to show that the rollback undoes
      *        both
      * @return the receipt

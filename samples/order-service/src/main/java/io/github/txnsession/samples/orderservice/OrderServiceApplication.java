@@ -1,6 +1,7 @@
 package io.github.txnsession.samples.orderservice;
 
 import io.github.txnsession.samples.support.EmbeddedKafkaConfiguration;
+import io.github.txnsession.samples.support.ProblemDetailsAdvice;
 import org.apache.kafka.clients.admin.NewTopic;
 
 import org.springframework.boot.SpringApplication;
@@ -15,7 +16,7 @@ import org.springframework.context.annotation.Import;
  * transaction manager with two-phase commit.
  */
 @SpringBootApplication(proxyBeanMethods = false)
-@Import(EmbeddedKafkaConfiguration.class)
+@Import({ EmbeddedKafkaConfiguration.class, ProblemDetailsAdvice.class })
 public class OrderServiceApplication {
 
     /** The topic of the {@link OrderPlaced} events, keyed by order id. */

@@ -90,10 +90,14 @@ abstract class OrderServiceScenarios {
         int before = values(JSON.readTree(get("/orders").body()), "id").size();
         HttpResponse<String> noQuantity = post("/orders", "{\"item\":\"book\",\"quantity\":0}");
         assertThat(noQuantity.statusCode()).isEqualTo(400);
-        assertThat(noQuantity.body()).contains("'quantity' is 0");
+        assertThat(noQuantity.headers().firstValue("Content-Type")).hasValueSatisfying(
+                type -> assertThat(type).startsWith("application/problem+json"));
+        assertThat(JSON.readTree(noQuantity.body()).path("detail").asString())
+            .contains("'quantity' must be greater than 0");
         HttpResponse<String> noItem = post("/orders", "{\"quantity\":1}");
         assertThat(noItem.statusCode()).isEqualTo(400);
-        assertThat(noItem.body()).contains("'item' is missing");
+        assertThat(values(JSON.readTree(noItem.body()).path("errors"), "field")).containsExactly("item");
+        assertThat(JSON.readTree(noItem.body()).path("detail").asString()).contains("'item' must not be blank");
         assertThat(values(JSON.readTree(get("/orders").body()), "id")).hasSize(before);
     }
 

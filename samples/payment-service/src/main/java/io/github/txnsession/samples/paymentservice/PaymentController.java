@@ -1,7 +1,8 @@
 package io.github.txnsession.samples.paymentservice;
 
 import java.util.List;
-import java.util.stream.Collectors;
+
+import jakarta.validation.Valid;
 
 import org.springframework.dao.DataIntegrityViolationException;
 import org.springframework.data.domain.Sort;
@@ -35,12 +36,8 @@ public class PaymentController {
     }
 
     @PostMapping("/payments")
-    ResponseEntity<?> capture(@RequestBody PaymentRequest request,
+    ResponseEntity<?> capture(@Valid @RequestBody PaymentRequest request,
             @RequestParam(name = "fail", defaultValue = "false") boolean fail) {
-        List<PaymentRequest.FieldProblem> problems = request.problems();
-        if (!problems.isEmpty()) {
-            return ResponseEntity.of(invalid(problems)).build();
-        }
         try {
             return ResponseEntity.status(HttpStatus.CREATED).body(this.service.capture(request, fail));
         }
@@ -75,21 +72,6 @@ public class PaymentController {
         ProblemDetail problem = ProblemDetail.forStatusAndDetail(HttpStatus.CONFLICT, String.valueOf(ex.getMessage()));
         problem.setProperty("paymentId", ex.paymentId());
         problem.setProperty("orderId", ex.orderId());
-        return problem;
-    }
-
-    /**
-     * A 400 problem detail: the reasons in {@code detail}, and an {@code errors} extension member listing each field
-     * with its message. The title stays the status phrase ("Bad Request"), as RFC 9457 asks when the type is
-     * {@code about:blank}.
-     */
-    private static ProblemDetail invalid(List<PaymentRequest.FieldProblem> problems) {
-        String reasons = problems.stream()
-            .map(p -> "'" + p.field() + "' " + p.message())
-            .collect(Collectors.joining("; "));
-        ProblemDetail problem = ProblemDetail.forStatusAndDetail(HttpStatus.BAD_REQUEST,
-                "Invalid payment: " + reasons + ". Send e.g. {\"orderId\":\"o-1\",\"amountCents\":1299}");
-        problem.setProperty("errors", problems);
         return problem;
     }
 }

@@ -41,7 +41,7 @@ public class PaymentService {
     }
 
     /**
-     * @param request a valid request (see {@link PaymentRequest#problems()})
+     * @param request a valid request (checked by Bean Validation)
      * @param failAfterWrites throw after the payment was saved and the event sent, to show that the rollback undoes
      *        both
      * @return the receipt

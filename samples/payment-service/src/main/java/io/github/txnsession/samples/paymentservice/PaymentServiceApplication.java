@@ -1,6 +1,7 @@
 package io.github.txnsession.samples.paymentservice;
 
 import io.github.txnsession.samples.support.EmbeddedKafkaConfiguration;
+import io.github.txnsession.samples.support.ProblemDetailsAdvice;
 import org.apache.kafka.clients.admin.NewTopic;
 
 import org.springframework.boot.SpringApplication;
@@ -15,7 +16,7 @@ import org.springframework.context.annotation.Import;
  * (application.properties) makes the Kafka sessions join its transactions with two-phase commit.
  */
 @SpringBootApplication(proxyBeanMethods = false)
-@Import(EmbeddedKafkaConfiguration.class)
+@Import({ EmbeddedKafkaConfiguration.class, ProblemDetailsAdvice.class })
 public class PaymentServiceApplication {
 
     /** The topic of the {@link PaymentCaptured} events, keyed by order id. */

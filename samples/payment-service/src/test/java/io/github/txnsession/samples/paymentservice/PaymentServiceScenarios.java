@@ -172,7 +172,7 @@ abstract class PaymentServiceScenarios {
 
         JsonNode negative = problem(post("/payments", "{\"orderId\":\"o-negative\",\"amountCents\":-5}"), 400);
         assertThat(fields(negative)).containsExactly("amountCents");
-        assertThat(negative.path("detail").asString()).contains("'amountCents' must be greater than 0, is -5");
+        assertThat(negative.path("detail").asString()).contains("'amountCents' must be greater than 0");
 
         JsonNode zero = problem(post("/payments", "{\"orderId\":\"o-zero\",\"amountCents\":0}"), 400);
         assertThat(fields(zero)).containsExactly("amountCents");
@@ -182,7 +182,7 @@ abstract class PaymentServiceScenarios {
         assertThat(fields(tooLong)).containsExactly("orderId");
 
         JsonNode empty = problem(post("/payments", "{}"), 400);
-        assertThat(fields(empty)).containsExactly("orderId", "amountCents");
+        assertThat(fields(empty)).containsExactly("amountCents", "orderId");
 
         // a body Jackson cannot read: Spring MVC's own error, a problem detail too (spring.mvc.problemdetails.enabled)
         JsonNode notANumber = problem(post("/payments", "{\"orderId\":\"o-text\",\"amountCents\":\"lots\"}"), 400);
