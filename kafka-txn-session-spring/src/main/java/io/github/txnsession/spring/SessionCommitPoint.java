@@ -9,9 +9,11 @@ import org.apache.commons.logging.LogFactory;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.jdbc.datasource.ConnectionHolder;
+import org.springframework.transaction.NoTransactionException;
 import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.TransactionExecution;
 import org.springframework.transaction.TransactionExecutionListener;
+import org.springframework.transaction.interceptor.TransactionAspectSupport;
 import org.springframework.transaction.support.DefaultTransactionStatus;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
@@ -120,18 +122,46 @@ public final class SessionCommitPoint implements TransactionSynchronization {
      * @return whether the calling thread runs inside a transaction's {@code beforeCommit} callbacks, where an
      *         exception rolls the transaction back (a JTA synchronization's {@code beforeCompletion}, which runs them,
      *         included), and not inside a transaction begun since by {@code @Transactional} or a
-     *         {@code TransactionTemplate} (a {@code REQUIRES_NEW} call from the callback has a commit of its own; a
-     *         participating call there is not told apart and keeps the old best-effort behaviour, logged at ERROR).
+     *         {@code TransactionTemplate} (a {@code REQUIRES_NEW} call from the callback has a commit of its own). A
+     *         participating {@code @Transactional} call (REQUIRED) from the callback is seen through; a participating
+     *         {@code TransactionTemplate} is not told apart from a new one and keeps the best-effort behaviour,
+     *         logged at ERROR.
      *         Not Spring's own {@code beforeCompletion} callbacks: it swallows what they throw. Spring does not expose
      *         the phase; the stack shows it. Only asked when a two-phase session enlists in a transaction without a
      *         commit point.
      */
     static boolean insideCommitCallbacks() {
-        return StackWalker.getInstance().walk(frames -> frames
-            .map(SessionCommitPoint::frameKind)
-            .filter(kind -> kind != 0)
-            .findFirst()
-            .orElse(0) > 0);
+        return StackWalker.getInstance().walk(frames -> {
+            boolean innermostBoundary = true;
+            for (StackWalker.StackFrame frame : (Iterable<StackWalker.StackFrame>) frames::iterator) {
+                int kind = frameKind(frame);
+                if (kind > 0) {
+                    return true;
+                }
+                if (kind < 0) {
+                    // a transaction boundary above the callback: a new transaction has a commit of its own; a
+                    // declarative one that participates (REQUIRED) joins the committing transaction: keep looking
+                    if (!innermostBoundary || !participatesInDeclarativeTransaction(frame)) {
+                        return false;
+                    }
+                    innermostBoundary = false;
+                }
+            }
+            return false;
+        });
+    }
+
+    /** @return whether the frame is {@code @Transactional}'s and its (innermost) transaction is not a new one */
+    private static boolean participatesInDeclarativeTransaction(StackWalker.StackFrame frame) {
+        if (!frame.getClassName().equals("org.springframework.transaction.interceptor.TransactionAspectSupport")) {
+            return false; // TransactionTemplate: new or not cannot be told here
+        }
+        try {
+            return !TransactionAspectSupport.currentTransactionStatus().isNewTransaction();
+        }
+        catch (NoTransactionException ex) {
+            return false;
+        }
     }
 
     /** @return 1 for a commit callback frame, -1 for a transaction boundary (the innermost wins), 0 for others */

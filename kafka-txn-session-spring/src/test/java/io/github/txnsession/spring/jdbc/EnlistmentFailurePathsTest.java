@@ -32,13 +32,18 @@ import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
+import org.springframework.aop.framework.ProxyFactory;
 import org.springframework.dao.DataAccessResourceFailureException;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.SimpleDriverDataSource;
 import org.springframework.jdbc.support.JdbcTransactionManager;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.TransactionManager;
 import org.springframework.transaction.TransactionSystemException;
+import org.springframework.transaction.interceptor.NameMatchTransactionAttributeSource;
+import org.springframework.transaction.interceptor.RuleBasedTransactionAttribute;
+import org.springframework.transaction.interceptor.TransactionInterceptor;
 import org.springframework.transaction.support.DefaultTransactionStatus;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
@@ -349,8 +354,21 @@ class EnlistmentFailurePathsTest {
                 app.jdbc.update("INSERT INTO orders (id) VALUES (?)", "l-outer");
                 beforeCommit(() -> requiresNew.executeWithoutResult(inner -> app.placeOrder("l-requires-new")));
             });
-            assertThat(app.rows()).containsExactly("l-before-completion", "l-in-body", "l-outer", "l-requires-new");
-            assertThat(app.events()).containsExactly("l-before-completion", "l-in-body", "l-requires-new");
+            // the same through @Transactional: REQUIRES_NEW commits on its own; REQUIRED joins the committing
+            // transaction, so its first send is refused and both sides roll back
+            Runnable declarativeNew = declarative(app, TransactionDefinition.PROPAGATION_REQUIRES_NEW,
+                    () -> app.placeOrder("l-declarative-new"));
+            app.tx.executeWithoutResult(s -> beforeCommit(declarativeNew));
+            Runnable declarativeJoining = declarative(app, TransactionDefinition.PROPAGATION_REQUIRED,
+                    () -> app.placeOrder("l-declarative-joining"));
+            assertThatThrownBy(() -> app.tx.executeWithoutResult(s -> {
+                app.jdbc.update("INSERT INTO orders (id) VALUES (?)", "l-declarative-outer");
+                beforeCommit(declarativeJoining);
+            })).isInstanceOf(IllegalStateException.class).hasMessageContaining("SessionCommitPoint.LISTENER");
+            assertThat(app.rows()).containsExactly("l-before-completion", "l-declarative-new", "l-in-body", "l-outer",
+                    "l-requires-new");
+            assertThat(app.events()).containsExactly("l-before-completion", "l-in-body", "l-requires-new",
+                    "l-declarative-new");
             await().atMost(Duration.ofSeconds(10)).until(() -> app.pool.snapshot().inUse() == 0);
         }
     }
@@ -561,6 +579,18 @@ class EnlistmentFailurePathsTest {
                     twoPhase ? (completeInBackground ? "two-phase, completed in background" : "two-phase")
                             : "best effort", steps, rows.size(), events.size(), seed);
         }
+    }
+
+    /** @return {@code body} behind a transaction interceptor, as a {@code @Transactional} bean method would run */
+    private static Runnable declarative(App app, int propagation, Runnable body) {
+        NameMatchTransactionAttributeSource attributes = new NameMatchTransactionAttributeSource();
+        RuleBasedTransactionAttribute attribute = new RuleBasedTransactionAttribute();
+        attribute.setPropagationBehavior(propagation);
+        attributes.addTransactionalMethod("run", attribute);
+        ProxyFactory proxy = new ProxyFactory(body);
+        proxy.addInterface(Runnable.class);
+        proxy.addAdvice(new TransactionInterceptor((TransactionManager) app.transactionManager, attributes));
+        return (Runnable) proxy.getProxy();
     }
 
     private static void beforeCommit(Runnable body) {
