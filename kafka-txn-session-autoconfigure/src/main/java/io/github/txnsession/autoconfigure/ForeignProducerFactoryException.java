@@ -12,6 +12,7 @@ public class ForeignProducerFactoryException extends IllegalStateException {
 
     private static final long serialVersionUID = 1L;
 
+    /** The names of the application's producer factory beans that are not session-backed (an unmodifiable copy). */
     private final List<String> beanNames;
 
     /** @param beanNames the application's producer factory beans that are not session-backed */

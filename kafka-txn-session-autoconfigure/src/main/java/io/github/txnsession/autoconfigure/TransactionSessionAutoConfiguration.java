@@ -92,7 +92,21 @@ public final class TransactionSessionAutoConfiguration {
         return new SessionTransactionCounters();
     }
 
-    /** @return the pool of sessions; closed with the context */
+    /**
+     * @param properties the {@code kafka.txn-session.*} settings: transactional id prefix, pool size, timeouts and
+     *        further producer properties (which override the {@code spring.kafka.*} ones)
+     * @param kafkaProperties Boot's {@code spring.kafka.*} settings: their producer settings are the sessions' configs,
+     *        and {@code spring.kafka.producer.transaction-id-prefix} is the default prefix
+     * @param connectionDetails Boot's Kafka connection details, if there are any: their producer bootstrap servers,
+     *        security protocol and SSL bundle replace those of {@code spring.kafka.*}
+     * @param listeners the {@link SessionListener} beans, in their order, added to every session of the pool
+     * @param taskExecutorBuilder Boot's executor builder (a default one when there is none), for the pool's own
+     *        background executors
+     * @param environment for {@code spring.application.name} (part of the default prefix) and
+     *        {@code kafka.txn-session.jdbc.enabled} (which defaults the transaction timeout to the broker's maximum)
+     * @return the pool of sessions; closed with the context
+     * @throws IllegalStateException naming the key, when the resulting Kafka settings are invalid for a session
+     */
     @Bean(destroyMethod = "close")
     @ConditionalOnMissingBean
     public TransactionSessionPool transactionSessionPool(TransactionSessionProperties properties,
@@ -160,7 +174,16 @@ public final class TransactionSessionAutoConfiguration {
         return executor.getThreadPoolExecutor();
     }
 
-    /** @return the session-backed producer factory that Boot's {@code KafkaTemplate} uses */
+    /**
+     * @param pool the session pool whose sessions the factory's producers send through
+     * @param kafkaProperties Boot's {@code spring.kafka.*} settings: the producer settings, among them the key and
+     *        value serializers
+     * @param connectionDetails Boot's Kafka connection details, if there are any: their producer bootstrap servers,
+     *        security protocol and SSL bundle replace those of {@code spring.kafka.*}
+     * @param customizers Boot's {@code DefaultKafkaProducerFactoryCustomizer}s: the listeners and post-processors they
+     *        add are taken over; other settings they make do not apply to the sessions
+     * @return the session-backed producer factory that Boot's {@code KafkaTemplate} uses
+     */
     @Bean
     @ConditionalOnMissingBean(ProducerFactory.class)
     public SessionProducerFactory<Object, Object> kafkaProducerFactory(TransactionSessionPool pool,
@@ -170,6 +193,7 @@ public final class TransactionSessionAutoConfiguration {
     }
 
     /**
+     * @param pool the session pool whose current transaction's session the proxy calls
      * @return the session of the current transaction as a {@link TransactionSession}: a transaction-scoped proxy. No
      *         destroy method: the pool closes the sessions, and the proxy refuses {@code close()}
      */
@@ -179,14 +203,23 @@ public final class TransactionSessionAutoConfiguration {
         return TransactionSessionProxy.create(pool);
     }
 
-    /** @return the session of the current transaction, as an accessor */
+    /**
+     * @param pool the session pool whose current transaction's session the accessor returns
+     * @return the session of the current transaction, as an accessor
+     */
     @Bean
     @ConditionalOnMissingBean
     public CurrentTransactionSession currentTransactionSession(TransactionSessionPool pool) {
         return new CurrentTransactionSession(pool);
     }
 
-    /** @return makes transactional (share) consumers for programmatic loops and share listener containers */
+    /**
+     * @param pool the session pool whose current transaction's session consumers are bound to
+     * @param kafkaProperties Boot's {@code spring.kafka.*} settings: their consumer settings are the consumers' configs
+     * @param connectionDetails Boot's Kafka connection details, if there are any: their consumer bootstrap servers,
+     *        security protocol and SSL bundle replace those of {@code spring.kafka.*}
+     * @return makes transactional (share) consumers for programmatic loops and share listener containers
+     */
     @Bean
     @ConditionalOnMissingBean
     public TransactionalConsumerFactory transactionalConsumerFactory(TransactionSessionPool pool,

@@ -15,7 +15,8 @@ import org.springframework.validation.Validator;
  * settings (bootstrap servers, security, producer tuning) come from {@code spring.kafka.*}; the properties here are
  * what sessions add.
  *
- * <p>The object validates itself when bound: an empty prefix, a pool size below 1 or a negative duration stop the
+ * <p>The object validates itself when bound: a blank prefix, a pool size below 1, a negative duration, a zero
+ * transaction, default or coordinator timeout, or a {@code transactional.id} in {@code properties} stop the
  * application at startup with a message that names the property.
  */
 @ConfigurationProperties(TransactionSessionProperties.PREFIX)
@@ -40,7 +41,10 @@ public class TransactionSessionProperties implements Validator {
     /** How long a transaction waits for a free session when all are in use; 0 fails at once. */
     private Duration acquireTimeout = Duration.ofSeconds(5);
 
-    /** The broker-side transaction timeout (transaction.timeout.ms) of every session; Kafka's default when unset. */
+    /**
+     * The broker-side transaction timeout (transaction.timeout.ms) of every session. When unset: Kafka's default, or
+     * with two-phase commit the broker's transaction.max.timeout.ms (a prepared transaction must outlive a restart).
+     */
     private @Nullable Duration transactionTimeout;
 
     /**
@@ -70,90 +74,135 @@ public class TransactionSessionProperties implements Validator {
     /** Further Kafka producer properties for the sessions; they override spring.kafka.producer.* and .properties. */
     private Map<String, String> properties = new LinkedHashMap<>();
 
+    /**
+     * @return whether to auto-configure the session pool, the transaction manager and the session-backed producer
+     *         factory (default true)
+     */
     public boolean isEnabled() {
         return this.enabled;
     }
 
+    /**
+     * @return whether the application may define ProducerFactory beans that do not write into the sessions (default
+     *         false: startup fails)
+     */
     public boolean isAllowNonSessionProducerFactories() {
         return this.allowNonSessionProducerFactories;
     }
 
+    /**
+     * @param allowNonSessionProducerFactories true to allow ProducerFactory beans that do not write into the sessions
+     *        (deliberately non-transactional ones)
+     */
     public void setAllowNonSessionProducerFactories(boolean allowNonSessionProducerFactories) {
         this.allowNonSessionProducerFactories = allowNonSessionProducerFactories;
     }
 
+    /** @param enabled false to turn the auto-configuration of the sessions off */
     public void setEnabled(boolean enabled) {
         this.enabled = enabled;
     }
 
+    /**
+     * @return the prefix of the transactional ids (session i uses prefix + i), or null when unset: then
+     *         spring.kafka.producer.transaction-id-prefix, else "${spring.application.name}-txn-", else "txn-session-"
+     */
     public @Nullable String getTransactionalIdPrefix() {
         return this.transactionalIdPrefix;
     }
 
+    /**
+     * @param transactionalIdPrefix the prefix of the transactional ids, unique per application instance and not blank;
+     *        null for the default
+     */
     public void setTransactionalIdPrefix(@Nullable String transactionalIdPrefix) {
         this.transactionalIdPrefix = transactionalIdPrefix;
     }
 
+    /** @return the maximum number of sessions, i.e. of transactions that can run at the same time (default 8) */
     public int getPoolSize() {
         return this.poolSize;
     }
 
+    /** @param poolSize the maximum number of sessions; at least 1 */
     public void setPoolSize(int poolSize) {
         this.poolSize = poolSize;
     }
 
+    /** @return how long a transaction waits for a free session when all are in use (default 5 s; 0 fails at once) */
     public Duration getAcquireTimeout() {
         return this.acquireTimeout;
     }
 
+    /** @param acquireTimeout how long a transaction waits for a free session; not negative, 0 fails at once */
     public void setAcquireTimeout(Duration acquireTimeout) {
         this.acquireTimeout = acquireTimeout;
     }
 
+    /** @return the broker-side transaction timeout (transaction.timeout.ms) of every session, or null for Kafka's */
     public @Nullable Duration getTransactionTimeout() {
         return this.transactionTimeout;
     }
 
+    /** @param transactionTimeout the broker-side transaction timeout of every session; positive, or null for Kafka's */
     public void setTransactionTimeout(@Nullable Duration transactionTimeout) {
         this.transactionTimeout = transactionTimeout;
     }
 
+    /**
+     * @return the timeout of Spring transactions run by the transaction manager that set none of their own, or null
+     *         for none
+     */
     public @Nullable Duration getDefaultTimeout() {
         return this.defaultTimeout;
     }
 
+    /** @param defaultTimeout the timeout of transactions that set none of their own; positive, or null for none */
     public void setDefaultTimeout(@Nullable Duration defaultTimeout) {
         this.defaultTimeout = defaultTimeout;
     }
 
+    /** @return the interval of the background heartbeat that checks an open transaction (default 0: off) */
     public Duration getHeartbeatInterval() {
         return this.heartbeatInterval;
     }
 
+    /** @param heartbeatInterval the interval of the background heartbeat; not negative, 0 turns it off */
     public void setHeartbeatInterval(Duration heartbeatInterval) {
         this.heartbeatInterval = heartbeatInterval;
     }
 
+    /** @return how long closing a session may take at shutdown (default 30 s) */
     public Duration getCloseTimeout() {
         return this.closeTimeout;
     }
 
+    /** @param closeTimeout how long closing a session may take at shutdown; not negative */
     public void setCloseTimeout(Duration closeTimeout) {
         this.closeTimeout = closeTimeout;
     }
 
+    /**
+     * @return the deadline of one call to the transaction coordinator, retries included, or null for max.block.ms
+     */
     public @Nullable Duration getCoordinatorTimeout() {
         return this.coordinatorTimeout;
     }
 
+    /** @param coordinatorTimeout the deadline of one coordinator call; positive, or null for max.block.ms */
     public void setCoordinatorTimeout(@Nullable Duration coordinatorTimeout) {
         this.coordinatorTimeout = coordinatorTimeout;
     }
 
+    /**
+     * @return further Kafka producer properties for the sessions, which override spring.kafka.producer.* and
+     *         .properties (the map itself, not a copy)
+     */
     public Map<String, String> getProperties() {
         return this.properties;
     }
 
+    /** @param properties further Kafka producer properties for the sessions; transactional.id must not be among them */
     public void setProperties(Map<String, String> properties) {
         this.properties = properties;
     }

@@ -85,7 +85,10 @@ public final class TwoPhaseCommitAutoConfiguration {
     /** Transaction timeouts below this leave recovery after a crash little time; startup warns. */
     static final Duration SHORT_TIMEOUT = Duration.ofMinutes(5);
 
-    /** @return the decision log table */
+    /**
+     * @param properties the {@code kafka.txn-session.jdbc.*} settings: {@code table} names the table
+     * @return the decision log table
+     */
     @Bean
     @ConditionalOnMissingBean
     public DecisionLog decisionLog(TwoPhaseCommitProperties properties) {
@@ -93,6 +96,9 @@ public final class TwoPhaseCommitAutoConfiguration {
     }
 
     /**
+     * @param dataSource the application's database, where the table is created
+     * @param properties the {@code kafka.txn-session.jdbc.*} settings: table, schema script, platform, mode and
+     *        whether to continue on error
      * @return creates or migrates the decision log table, as {@code kafka.txn-session.jdbc.initialize-schema} says
      *         (no bean with {@code never})
      */
@@ -104,7 +110,14 @@ public final class TwoPhaseCommitAutoConfiguration {
         return new DecisionLogDataSourceScriptDatabaseInitializer(dataSource, properties);
     }
 
-    /** @return recovery for the pool's prefix; created after the database initializers (the table exists) */
+    /**
+     * @param dataSource the application's database, which holds the decision log
+     * @param decisionLog the decision log table
+     * @param pool the session pool to recover for: its prefix, size and client configs, and its live sessions are
+     *        left alone
+     * @param lostHandler the {@link LostTransactionHandler} bean, if there is one, told about lost transactions
+     * @return recovery for the pool's prefix; created after the database initializers (the table exists)
+     */
     @Bean
     @ConditionalOnMissingBean
     @DependsOnDatabaseInitialization
@@ -114,6 +127,10 @@ public final class TwoPhaseCommitAutoConfiguration {
     }
 
     /**
+     * @param dataSource the application's database: decisions are written through its transaction's connection
+     * @param decisionLog the decision log table
+     * @param recovery recovery of the pool: settles failed completions and in-doubt slots
+     * @param pool the session pool, whose in-doubt resolver is set to {@code recovery}
      * @return the decision log as the sessions enlisted in the application's transaction manager use it (see
      *         {@link SessionTransactionManagerAutoConfiguration}); sets recovery as the pool's in-doubt resolver
      */
@@ -123,10 +140,14 @@ public final class TwoPhaseCommitAutoConfiguration {
     public JdbcTwoPhaseDecision jdbcTwoPhaseDecision(DataSource dataSource, DecisionLog decisionLog,
             TwoPhaseRecovery recovery, TransactionSessionPool pool) {
         pool.setInDoubtResolver(recovery::recoverTransactionalId);
+        pool.setAcquireGate(recovery::ensureRecovered);
         return new JdbcTwoPhaseDecision(dataSource, decisionLog, recovery);
     }
 
     /**
+     * @param dataSource the application's database; a dependency only, so that it is closed after this bean
+     * @param pool the session pool whose background work is awaited (at most
+     *        {@link TransactionSessionPool#BACKGROUND_DRAIN_TIMEOUT})
      * @return waits, when the context closes, for the pool's background work (decision rows cleared, Kafka commits
      *         completed in the background) while the {@code DataSource} is still open: it depends on both, so it is
      *         destroyed before either
@@ -143,6 +164,13 @@ public final class TwoPhaseCommitAutoConfiguration {
     }
 
     /**
+     * @param properties the {@code kafka.txn-session.jdbc.*} settings: {@code recover-on-startup}
+     * @param recovery recovery of the pool, run unless {@code recover-on-startup} is false
+     * @param pool the session pool, whose transaction timeout is checked (a short one is warned about)
+     * @param transactionManagers the transaction manager beans: startup fails unless one of them is a
+     *        {@link JdbcKafkaTransactionManager} or a producer factory enlists (else two-phase commit is not in effect)
+     * @param producerFactories the session-backed producer factory beans, checked for one that enlists its sessions in
+     *        the application's transactions
      * @return recovers at startup, before listener containers start (the table was created or migrated by then:
      *         {@link DecisionLogDataSourceScriptDatabaseInitializer})
      */

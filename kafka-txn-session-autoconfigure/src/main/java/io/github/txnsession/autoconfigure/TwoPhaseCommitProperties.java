@@ -57,34 +57,55 @@ public class TwoPhaseCommitProperties extends DatabaseInitializationProperties {
         setContinueOnError(false);
     }
 
+    /**
+     * @return whether {@code @Transactional} spans the DataSource and Kafka with two-phase commit (default false: an
+     *         application opts in)
+     */
     public boolean isEnabled() {
         return this.enabled;
     }
 
+    /** @param enabled true to span the DataSource and Kafka with two-phase commit */
     public void setEnabled(boolean enabled) {
         this.enabled = enabled;
     }
 
+    /** @return the name of the decision log table, optionally schema.table (default kafka_txn_decision_log) */
     public String getTable() {
         return this.table;
     }
 
+    /**
+     * @param table the name of the decision log table, optionally schema.table; letters, digits and underscores only.
+     *        With another name than the default and the default schema location, the table is created with portable
+     *        CREATE TABLE IF NOT EXISTS SQL instead of the shipped scripts
+     */
     public void setTable(String table) {
         this.table = table;
     }
 
+    /** @return whether to run recovery at startup, before the session pool hands out any session (default true) */
     public boolean isRecoverOnStartup() {
         return this.recoverOnStartup;
     }
 
+    /** @param recoverOnStartup false to skip recovery at startup */
     public void setRecoverOnStartup(boolean recoverOnStartup) {
         this.recoverOnStartup = recoverOnStartup;
     }
 
+    /**
+     * @return whether the Kafka side of a commit is completed off the committing thread once the database committed
+     *         the decision (default false)
+     */
     public boolean isCompleteInBackground() {
         return this.completeInBackground;
     }
 
+    /**
+     * @param completeInBackground true to complete the Kafka side of a commit in the background: the commit returns
+     *        sooner, and a Kafka completion failure is settled and logged instead of thrown to the caller
+     */
     public void setCompleteInBackground(boolean completeInBackground) {
         this.completeInBackground = completeInBackground;
     }

@@ -51,6 +51,8 @@ public final class CurrentTransactionSession {
         if (holder == null) {
             throw new IllegalStateException(noSessionMessage(this.pool));
         }
+        // consumers may be bound to it, and unbound when the transaction completes: it must be complete by then
+        holder.markConsumersBound();
         return holder.session();
     }
 
@@ -103,7 +105,8 @@ public final class CurrentTransactionSession {
      * Prepares the current transaction for an external decision (see {@link TransactionSession#prepareTransaction()});
      * the transaction manager still commits or aborts it when the Spring transaction ends.
      *
-     * @return the transaction's {@code producerId:epoch}
+     * @return the transaction's identity ({@code producerId:epoch:startTimeMs}, or {@code producerId:epoch:empty}
+     *         for a transaction that wrote nothing)
      */
     public PreparedTransaction prepareTransaction() {
         return get().prepareTransaction();
@@ -114,7 +117,16 @@ public final class CurrentTransactionSession {
         get().heartbeat();
     }
 
-    /** Adds offsets managed by hand to the current transaction. */
+    /**
+     * Adds offsets managed by hand to the current transaction; see
+     * {@link TransactionSession#sendOffsetsToTransaction}.
+     *
+     * @param offsets per partition, the offset of the next record to consume (the last processed one + 1); an empty
+     *        map adds nothing
+     * @param groupMetadata the metadata of the consumer group that owns the offsets, from
+     *        {@code Consumer.groupMetadata()}
+     * @throws IllegalStateException outside a session transaction
+     */
     public void sendOffsetsToTransaction(Map<TopicPartition, OffsetAndMetadata> offsets,
             ConsumerGroupMetadata groupMetadata) {
         get().sendOffsetsToTransaction(offsets, groupMetadata);
@@ -125,6 +137,12 @@ public final class CurrentTransactionSession {
      * {@link TransactionSession#addShareAcksToTransaction}): they are applied after it commits and dropped (the
      * records released) if it aborts. A {@link io.github.txnsession.kafka.TransactionalShareConsumer} bound to the
      * session does this by itself; this is for acknowledgements managed by hand.
+     *
+     * @param groupId the share group of the records
+     * @param acks what to acknowledge: records that a share consumer of {@code groupId} bound to the session delivered
+     *        and has not acknowledged yet
+     * @throws IllegalStateException outside a session transaction, or if no bound share consumer of {@code groupId}
+     *         holds a record
      */
     public void addShareAcksToTransaction(String groupId, Collection<ShareAcknowledgement> acks) {
         get().addShareAcksToTransaction(groupId, acks);

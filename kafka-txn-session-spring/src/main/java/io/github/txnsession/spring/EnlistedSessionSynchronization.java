@@ -63,6 +63,8 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     /** a {@link SessionCommitPoint} prepares this session after every other callback; its own beforeCommit waits */
     private boolean preparedByCommitPoint;
     private boolean prepareAttempted;
+    /** the two-phase decision is known carried out: Kafka completed it, recovery did, or it was not committed */
+    private boolean decisionCarriedOut;
     /** a savepoint was rolled back (NESTED): the database undid work the Kafka transaction cannot undo */
     private boolean savepointRolledBack;
 
@@ -251,7 +253,8 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
         catch (SessionTimeoutException ex) {
             notifyFailed(session, ex);
             if (this.twoPhase != null && p != null && this.holder.isDecisionMayBeCommitted()) {
-                this.twoPhase.settle(session.transactionalId(), p, ex);
+                this.twoPhase.settle(session.transactionalId(), p, ex); // throws unless recovery committed it
+                this.decisionCarriedOut = true;
                 return;
             }
             settleTimedOutCommit(session, ex);
@@ -259,7 +262,8 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
         catch (RuntimeException ex) {
             notifyFailed(session, ex);
             if (this.twoPhase != null && p != null && this.holder.isDecisionMayBeCommitted()) {
-                this.twoPhase.settle(session.transactionalId(), p, ex);
+                this.twoPhase.settle(session.transactionalId(), p, ex); // throws unless recovery committed it
+                this.decisionCarriedOut = true;
                 return;
             }
             logger.error("The database committed, but the Kafka transaction of session '" + session.transactionalId()
@@ -268,6 +272,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                     new TransactionSystemException("The database committed, but the Kafka transaction of session '"
                             + session.transactionalId() + "' did not: " + ex.getMessage(), ex));
         }
+        this.decisionCarriedOut = true;
         phaseAfterDecision(CommitPhase.AFTER_KAFKA_COMMIT, session);
         if (decision != null && p != null && !p.isEmpty()) {
             this.clearing = inBackground(() -> clear(decision, session, p));
@@ -279,7 +284,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
      * Completes a two-phase commit whose decision the database committed, off the committing thread
      * ({@link SessionEnlistment#setCompleteInBackground}): Kafka commit, then the decision row cleared. A failed
      * completion is settled from the decision; if that fails too, it is logged, and the session goes back to the pool
-     * with its transaction still prepared, so the pool settles its slot before the id is used again.
+     * in doubt, so the pool settles its slot from the decision before the id is used again.
      *
      * @return whether the session may go back to the pool as it is (false: in doubt)
      */
@@ -295,12 +300,12 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                 return true;
             }
             catch (RuntimeException settleFailure) {
-                // what the caller would have been told in the foreground (lost, unknown, or not settled yet); the
-                // release that follows sees a transaction still prepared and leaves the slot in doubt for the pool
+                // what the caller would have been told in the foreground (lost, unknown, or not settled yet): the
+                // slot goes back in doubt, so that nothing initializes its id before the decision is settled
                 logger.error("Completing the Kafka side of session '" + session.transactionalId() + "' in the "
                         + "background failed: " + settleFailure.getMessage(), settleFailure);
+                return false;
             }
-            return true;
         }
         phaseAfterDecision(CommitPhase.AFTER_KAFKA_COMMIT, session);
         boolean cleared = clear(decision, session, p);
@@ -395,7 +400,13 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             this.holder.clear();
             PooledSession lease = this.holder.lease();
             CompletableFuture<Boolean> pending = this.clearing;
-            if (pending == null) {
+            if (pending == null && this.holder.isDecisionMayBeCommitted() && !this.decisionCarriedOut) {
+                // the decision may be committed and nothing here carried it out (a completion and its settling
+                // failed, an unknown database outcome): whatever state the session is in, nothing may initialize the
+                // id (which aborts) before the decision log is read
+                lease.releaseInDoubt();
+            }
+            else if (pending == null) {
                 lease.release();
             }
             else {
@@ -471,6 +482,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             return true;
         }
         if (!recorded) {
+            this.decisionCarriedOut = true; // the decision did not commit: aborting is what it says
             return false;
         }
         logger.warn("The database reported a failed commit of session '" + session.transactionalId() + "', but its "

@@ -119,64 +119,77 @@ public final class SessionCommitPoint implements TransactionSynchronization {
     }
 
     /**
-     * @return whether the calling thread runs inside a transaction's {@code beforeCommit} callbacks, where an
-     *         exception rolls the transaction back (a JTA synchronization's {@code beforeCompletion}, which runs them,
-     *         included), and not inside a transaction begun since by {@code @Transactional} or a
-     *         {@code TransactionTemplate} (a {@code REQUIRES_NEW} call from the callback has a commit of its own). A
-     *         participating {@code @Transactional} call (REQUIRED) from the callback is seen through; a participating
-     *         {@code TransactionTemplate} is not told apart from a new one and keeps the best-effort behaviour,
-     *         logged at ERROR.
-     *         Not Spring's own {@code beforeCompletion} callbacks: it swallows what they throw. Spring does not expose
-     *         the phase; the stack shows it. Only asked when a two-phase session enlists in a transaction without a
-     *         commit point.
+     * @return whether the calling thread runs inside a {@code beforeCommit} callback of <em>its current</em>
+     *         transaction, where an exception rolls the transaction back (a JTA synchronization's
+     *         {@code beforeCompletion}, which runs them, included). Spring does not expose the phase; the stack shows
+     *         it: a frame of Spring's {@code triggerBeforeCommit}. Whether the callback belongs to the current
+     *         transaction, or a new one began inside it ({@code REQUIRES_NEW}, which has a commit of its own), is told
+     *         by the current transaction's synchronizations: they include the callback's (compared by class) only in
+     *         the first case; and an innermost {@code @Transactional} boundary inside the callback that began a new
+     *         transaction settles it. Participating calls at any depth are seen through. Not Spring's own
+     *         {@code beforeCompletion} callbacks: it swallows what they throw. Only asked when a two-phase session
+     *         enlists in a transaction without a commit point.
      */
     static boolean insideCommitCallbacks() {
-        return StackWalker.getInstance().walk(frames -> {
-            boolean innermostBoundary = true;
+        CallbackFrames found = StackWalker.getInstance(StackWalker.Option.SHOW_HIDDEN_FRAMES).walk(frames -> {
+            String previous = null;
+            String innermostBoundary = null;
             for (StackWalker.StackFrame frame : (Iterable<StackWalker.StackFrame>) frames::iterator) {
-                int kind = frameKind(frame);
-                if (kind > 0) {
-                    return true;
+                if (isCommitCallbackFrame(frame)) {
+                    return new CallbackFrames(previous, innermostBoundary);
                 }
-                if (kind < 0) {
-                    // a transaction boundary above the callback: a new transaction has a commit of its own; a
-                    // declarative one that participates (REQUIRED) joins the committing transaction: keep looking
-                    if (!innermostBoundary || !participatesInDeclarativeTransaction(frame)) {
-                        return false;
-                    }
-                    innermostBoundary = false;
+                if (innermostBoundary == null && isTransactionBoundary(frame)) {
+                    innermostBoundary = frame.getClassName();
                 }
+                previous = frame.getClassName();
             }
-            return false;
+            return null;
         });
+        if (found == null) {
+            return false;
+        }
+        if (DECLARATIVE.equals(found.innermostBoundary()) && innermostDeclarativeTransactionIsNew()) {
+            return false;
+        }
+        String callback = found.callbackClass();
+        if (callback == null) {
+            return true;
+        }
+        return TransactionSynchronizationManager.getSynchronizations()
+            .stream()
+            .anyMatch(s -> s.getClass().getName().equals(callback));
     }
 
-    /** @return whether the frame is {@code @Transactional}'s and its (innermost) transaction is not a new one */
-    private static boolean participatesInDeclarativeTransaction(StackWalker.StackFrame frame) {
-        if (!frame.getClassName().equals("org.springframework.transaction.interceptor.TransactionAspectSupport")) {
-            return false; // TransactionTemplate: new or not cannot be told here
-        }
+    private static final String DECLARATIVE = "org.springframework.transaction.interceptor.TransactionAspectSupport";
+
+    /** What the stack shows above Spring's commit callback loop: the callback's class, a boundary began since. */
+    private record CallbackFrames(@Nullable String callbackClass, @Nullable String innermostBoundary) {
+    }
+
+    private static boolean isCommitCallbackFrame(StackWalker.StackFrame frame) {
+        String method = frame.getMethodName();
+        return switch (frame.getClassName()) {
+            case "org.springframework.transaction.support.TransactionSynchronizationUtils" ->
+                method.equals("triggerBeforeCommit");
+            case "org.springframework.transaction.jta.SpringJtaSynchronizationAdapter" ->
+                method.equals("beforeCompletion");
+            default -> false;
+        };
+    }
+
+    private static boolean isTransactionBoundary(StackWalker.StackFrame frame) {
+        return (frame.getClassName().equals(DECLARATIVE) && frame.getMethodName().equals("invokeWithinTransaction"))
+                || (frame.getClassName().equals("org.springframework.transaction.support.TransactionTemplate")
+                        && frame.getMethodName().equals("execute"));
+    }
+
+    private static boolean innermostDeclarativeTransactionIsNew() {
         try {
-            return !TransactionAspectSupport.currentTransactionStatus().isNewTransaction();
+            return TransactionAspectSupport.currentTransactionStatus().isNewTransaction();
         }
         catch (NoTransactionException ex) {
             return false;
         }
-    }
-
-    /** @return 1 for a commit callback frame, -1 for a transaction boundary (the innermost wins), 0 for others */
-    private static int frameKind(StackWalker.StackFrame frame) {
-        String method = frame.getMethodName();
-        return switch (frame.getClassName()) {
-            case "org.springframework.transaction.support.TransactionSynchronizationUtils" ->
-                method.equals("triggerBeforeCommit") ? 1 : 0;
-            case "org.springframework.transaction.jta.SpringJtaSynchronizationAdapter" ->
-                method.equals("beforeCompletion") ? 1 : 0;
-            case "org.springframework.transaction.interceptor.TransactionAspectSupport" ->
-                method.equals("invokeWithinTransaction") ? -1 : 0;
-            case "org.springframework.transaction.support.TransactionTemplate" -> method.equals("execute") ? -1 : 0;
-            default -> 0;
-        };
     }
 
     /** The session will be prepared by this point; its own {@code beforeCommit} then does nothing. */

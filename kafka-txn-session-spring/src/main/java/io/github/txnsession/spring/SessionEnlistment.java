@@ -97,6 +97,9 @@ public class SessionEnlistment {
      * background, then by the pool), and the session goes back to the pool only when its transaction is complete.
      * What changes: a failure to complete the Kafka side is logged, not thrown to the caller (it could do nothing about
      * it: the commit is decided), and the committed-transaction observers are told from the background thread.
+     *
+     * @param completeInBackground true to complete the Kafka side of a two-phase commit in the background, false
+     *        (the default) to complete it on the committing thread; ignored in best-effort mode
      */
     public void setCompleteInBackground(boolean completeInBackground) {
         this.completeInBackground = completeInBackground;
@@ -210,6 +213,12 @@ public class SessionEnlistment {
     /**
      * Enlists (see {@link #enlist()}) and binds a {@link KafkaResourceHolder} for {@code producerFactory}, as a
      * spring-kafka listener container expects to find it for sending the consumed offsets into the transaction.
+     * A holder already bound for {@code producerFactory} is left as it is.
+     *
+     * @param producerFactory the factory the listener container sends the offsets through; a holder bound for it here
+     *        is unbound when the transaction ends
+     * @return the holder of the enlisted session, as {@link #enlist()} returns it
+     * @throws IllegalStateException if no transaction with synchronization is active on this thread
      */
     public SessionResourceHolder enlistWithProducer(SessionProducerFactory<Object, Object> producerFactory) {
         SessionResourceHolder holder = enlist();

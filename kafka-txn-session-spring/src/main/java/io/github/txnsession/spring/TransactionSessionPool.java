@@ -74,6 +74,7 @@ public final class TransactionSessionPool implements AutoCloseable {
     static final Duration SETTLE_RETRY = Duration.ofSeconds(5);
 
     private volatile @Nullable Consumer<String> inDoubtResolver;
+    private volatile @Nullable Runnable acquireGate;
     /**
      * runs the clearing of decision rows and the settling of in-doubt slots (set by
      * {@link #setBackgroundExecutor}, or created at the first task); guarded by the pool lock
@@ -163,6 +164,10 @@ public final class TransactionSessionPool implements AutoCloseable {
      * @throws io.github.txnsession.kafka.TransactionSessionException if a new session could not be initialized
      */
     public PooledSession acquire() {
+        Runnable gate = this.acquireGate;
+        if (gate != null) {
+            gate.run();
+        }
         Slot slot;
         long remaining = this.acquireTimeout.toNanos();
         this.lock.lock();
@@ -243,6 +248,9 @@ public final class TransactionSessionPool implements AutoCloseable {
      * recovery settles an id this way, so that a session cannot begin, write and prepare on the id while recovery
      * aborts or completes what the id had left. An id outside the pool runs at once.
      *
+     * @param transactionalId the transactional id to hold back, usually one of the pool's
+     * @param action what to run on the calling thread while the id is held back; what it throws is passed on (the id
+     *        is lendable again either way)
      * @return false, without running it, if a session of the pool is in use for the id right now
      */
     public boolean runIfIdle(String transactionalId, Runnable action) {
@@ -281,6 +289,8 @@ public final class TransactionSessionPool implements AutoCloseable {
      * Marks the slot of {@code transactionalId} in doubt: its id may hold a prepared transaction that must be settled
      * (by the {@linkplain #setInDoubtResolver resolver}) before the id is initialized again. An idle session of the
      * slot is closed.
+     *
+     * @param transactionalId the id of one of the pool's slots; an id outside the pool is ignored
      */
     public void markInDoubt(String transactionalId) {
         Slot slot = slotOf(transactionalId);
@@ -342,6 +352,7 @@ public final class TransactionSessionPool implements AutoCloseable {
      * daemon threads, created when needed and ended when idle): two-phase decision rows are cleared there after the
      * Kafka commit, off the committing thread. {@link #close()} waits for such tasks.
      *
+     * @param task the work to run on the work executor; {@link #awaitBackgroundWork} counts it until it ends
      * @throws java.util.concurrent.RejectedExecutionException once the pool is closed, or if the executor refuses
      */
     public void runInBackground(Runnable task) {
@@ -392,7 +403,8 @@ public final class TransactionSessionPool implements AutoCloseable {
      * while the application's {@code DataSource} is still open, so that decision rows are cleared (and Kafka commits
      * completed in the background are carried out) before the database goes away.
      *
-     * @return whether the work was done within {@code timeout}
+     * @param timeout how long to wait at most; zero or negative only checks
+     * @return whether the work was done within {@code timeout} (false too if the waiting thread is interrupted)
      */
     public boolean awaitBackgroundWork(Duration timeout) {
         long remaining = timeout.toNanos();
@@ -520,9 +532,24 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     /**
+     * Sets what must have run before any session is lent: the JDBC two-phase commit sets its startup recovery here,
+     * so that no code (a send from a {@code @PostConstruct} method, an {@code executeInTransaction} before the
+     * application started) initializes a transactional id, which aborts its open transaction, before recovery read
+     * the decision log. It runs at every {@link #acquire()}: make it cheap once done; it throws to refuse the session.
+     *
+     * @param gate run at the start of {@link #acquire()}, or null for none
+     */
+    public void setAcquireGate(@Nullable Runnable gate) {
+        this.acquireGate = gate;
+    }
+
+    /**
      * Sets what settles the transactional id of a slot whose session was released with a prepared transaction,
      * before that id is initialized again (initializing aborts an open transaction). The JDBC two-phase commit sets
      * its recovery here. It must throw if it cannot settle the id now.
+     *
+     * @param resolver settles the transactional id it is given; null for none (initializing the id then aborts the
+     *        prepared transaction, with a warning)
      */
     public void setInDoubtResolver(@Nullable Consumer<String> resolver) {
         this.inDoubtResolver = resolver;

@@ -53,6 +53,11 @@ public class TransactionalConsumerFactory {
     }
 
     /**
+     * @param <K> the type of record keys
+     * @param <V> the type of record values
+     * @param groupId the consumer group the offsets are committed for; not null
+     * @param keyDeserializer the deserializer of record keys (any deserializer classes in the configs are ignored)
+     * @param valueDeserializer the deserializer of record values (any deserializer classes in the configs are ignored)
      * @return a new consumer of group {@code groupId} (read_committed, no auto-commit); subscribe or assign it, then
      *         bind it in each transaction with {@link #bindToCurrentTransaction(TransactionalConsumer)}
      */
@@ -68,6 +73,11 @@ public class TransactionalConsumerFactory {
     }
 
     /**
+     * @param <K> the type of record keys
+     * @param <V> the type of record values
+     * @param groupId the share group to join; not null
+     * @param keyDeserializer the deserializer of record keys
+     * @param valueDeserializer the deserializer of record values
      * @return a new share consumer of share group {@code groupId}, in explicit acknowledgement mode
      */
     public <K, V> TransactionalShareConsumer<K, V> createShareConsumer(String groupId,
@@ -93,8 +103,12 @@ public class TransactionalConsumerFactory {
     /**
      * Binds {@code consumer} to the session of the current transaction until that transaction completes.
      *
+     * @param <K> the type of record keys
+     * @param <V> the type of record values
+     * @param consumer a consumer made by {@link #createConsumer}; binding it again in the same transaction does nothing
      * @return the consumer
-     * @throws IllegalStateException outside a session transaction, or if the consumer is bound elsewhere
+     * @throws IllegalStateException outside a session transaction (a consumer still bound to the session of an
+     *         earlier transaction, whose end could not unbind it, is unbound and bound to this one)
      */
     public <K, V> TransactionalConsumer<K, V> bindToCurrentTransaction(TransactionalConsumer<K, V> consumer) {
         TransactionSession session = currentSession();
@@ -114,8 +128,13 @@ public class TransactionalConsumerFactory {
      * Binds {@code consumer} to the session of the current transaction until that transaction completes: its
      * acknowledgements are applied after the commit, and an abort releases its records.
      *
+     * @param <K> the type of record keys
+     * @param <V> the type of record values
+     * @param consumer a share consumer made by {@link #createShareConsumer}; binding it again in the same transaction
+     *        does nothing
      * @return the consumer
-     * @throws IllegalStateException outside a session transaction, or if the consumer is bound elsewhere
+     * @throws IllegalStateException outside a session transaction (a consumer still bound to the session of an
+     *         earlier transaction, whose end could not unbind it, is unbound and bound to this one)
      */
     public <K, V> TransactionalShareConsumer<K, V> bindToCurrentTransaction(
             TransactionalShareConsumer<K, V> consumer) {

@@ -20,6 +20,9 @@ public interface TwoPhaseDecision {
     /**
      * Writes the decision to commit {@code prepared} into the resource's current transaction.
      *
+     * @param transactionalId the transactional id of the session whose transaction was prepared
+     * @param prepared what the session's {@code prepareTransaction()} returned; not an empty transaction (it needs no
+     *        decision)
      * @throws RuntimeException if it cannot be written; the transaction then rolls back on both sides
      */
     void record(String transactionalId, PreparedTransaction prepared);
@@ -28,6 +31,9 @@ public interface TwoPhaseDecision {
      * The resource committed, but completing the Kafka transaction failed with {@code failure}: settle it now from
      * the decision (commit it from another session if it is still open).
      *
+     * @param transactionalId the transactional id of the session whose completion failed
+     * @param prepared the prepared transaction the recorded decision names
+     * @param failure what completing the Kafka transaction threw
      * @throws RuntimeException (a {@code HeuristicCompletionException}) when the Kafka side is lost or unknown
      */
     void settle(String transactionalId, PreparedTransaction prepared, RuntimeException failure);
@@ -37,6 +43,8 @@ public interface TwoPhaseDecision {
      * resource reported a failed commit after the decision was written (a COMMIT that failed on the way back, a
      * commit-time flush failure), because only the decision says which way the resource went.
      *
+     * @param transactionalId the transactional id of the session whose decision was written
+     * @param prepared the prepared transaction the decision names
      * @return whether the decision is committed
      * @throws RuntimeException if the decision cannot be read now; the Kafka transaction is then left prepared and
      *         settled later from the decision
@@ -46,6 +54,8 @@ public interface TwoPhaseDecision {
     /**
      * Kafka committed: the decision is no longer needed. Failures are logged, not thrown.
      *
+     * @param transactionalId the transactional id of the session whose transaction committed
+     * @param prepared the committed transaction, as the decision names it
      * @return false if the decision could not be cleared: it then stays until recovery finds the transaction
      *         committed and clears it, and the session's id must not be used before that
      */

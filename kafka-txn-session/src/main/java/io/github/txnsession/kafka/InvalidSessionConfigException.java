@@ -10,6 +10,7 @@ public class InvalidSessionConfigException extends ConfigException {
 
     private static final long serialVersionUID = 1L;
 
+    /** The config key at fault, as given to the constructor. */
     private final String key;
 
     /**

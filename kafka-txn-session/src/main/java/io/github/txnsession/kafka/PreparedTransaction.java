@@ -81,6 +81,9 @@ public final class PreparedTransaction {
     /**
      * The legacy identity of Kafka's {@link PreparedTxnState}: producer id and epoch, start time unknown.
      *
+     * @param state Kafka's {@code producerId:epoch} of a prepared transaction; not null, and it must name a
+     *        transaction ({@link PreparedTxnState#hasTransaction()})
+     * @return the legacy identity: that producer id and epoch, start time -1
      * @throws IllegalArgumentException if {@code state} names no transaction
      */
     public static PreparedTransaction from(PreparedTxnState state) {
@@ -96,6 +99,8 @@ public final class PreparedTransaction {
      * Reads the form {@link #toString()} writes: {@code pid:epoch:startTimeMs}, {@code pid:epoch:empty}, or the
      * legacy {@code pid:epoch}.
      *
+     * @param text the stored form; not null; leading and trailing whitespace is ignored
+     * @return the identity {@code text} names: with its start time, empty, or legacy (start time -1)
      * @throws IllegalArgumentException naming what is wrong, for anything else
      */
     public static PreparedTransaction parse(String text) {

@@ -11,6 +11,7 @@ public class SessionTimeoutException extends TransactionSessionException {
 
     private static final long serialVersionUID = 1L;
 
+    /** The call that timed out, e.g. {@code commitTransaction()}. */
     private final String call;
 
     /**

@@ -26,7 +26,15 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
  */
 public record ShareAcknowledgement(String topic, int partition, long offset, AcknowledgeType type) {
 
-    /** Checks the fields; see the class description. */
+    /**
+     * Checks the fields; see the class description.
+     *
+     * @param topic the record's topic; not null
+     * @param partition the record's partition; at least 0
+     * @param offset the record's offset; at least 0
+     * @param type ACCEPT, RELEASE or REJECT; not null
+     * @throws IllegalArgumentException for a negative partition or offset, or for {@link AcknowledgeType#RENEW}
+     */
     public ShareAcknowledgement {
         Objects.requireNonNull(topic, "topic");
         Objects.requireNonNull(type, "type");
@@ -41,13 +49,23 @@ public record ShareAcknowledgement(String topic, int partition, long offset, Ack
         }
     }
 
-    /** @return an acknowledgement of {@code record} with {@code type} */
+    /**
+     * @param record the delivered record to acknowledge; not null
+     * @param type ACCEPT, RELEASE or REJECT; not null
+     * @return an acknowledgement of {@code record} with {@code type}
+     * @throws IllegalArgumentException for {@link AcknowledgeType#RENEW}
+     */
     public static ShareAcknowledgement of(ConsumerRecord<?, ?> record, AcknowledgeType type) {
         Objects.requireNonNull(record, "record");
         return new ShareAcknowledgement(record.topic(), record.partition(), record.offset(), type);
     }
 
-    /** @return one acknowledgement with {@code type} per record, in the records' order */
+    /**
+     * @param records the delivered records to acknowledge; not null, nor any of its elements; may be empty
+     * @param type ACCEPT, RELEASE or REJECT, the same for every record; not null
+     * @return one acknowledgement with {@code type} per record, in the records' order (an unmodifiable list)
+     * @throws IllegalArgumentException for {@link AcknowledgeType#RENEW}, when there is at least one record
+     */
     public static List<ShareAcknowledgement> fromRecords(Iterable<? extends ConsumerRecord<?, ?>> records,
             AcknowledgeType type) {
         Objects.requireNonNull(records, "records");

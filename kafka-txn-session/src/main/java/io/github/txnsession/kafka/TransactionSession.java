@@ -113,6 +113,12 @@ public interface TransactionSession extends AutoCloseable {
     /**
      * Resumes from Kafka's {@code producerId:epoch} form, without the start time: see {@link PreparedTransaction}
      * for what that cannot tell apart. Prefer {@link #resume(String, PreparedTransaction, Map)}.
+     *
+     * @param transactionalId the transactional id of the prepared transaction
+     * @param state Kafka's {@code producerId:epoch} of the prepared transaction; it must name a transaction
+     * @param configs client configs, as for {@link #resume(String, PreparedTransaction, Map)}
+     * @return a session in state {@link SessionState#PREPARED}
+     * @throws IllegalArgumentException if {@code state} names no transaction (Kafka's empty state)
      */
     static TransactionSession resume(String transactionalId, PreparedTxnState state, Map<String, ?> configs) {
         return KafkaTransactionSession.resume(transactionalId, state, configs);
@@ -121,6 +127,13 @@ public interface TransactionSession extends AutoCloseable {
     /**
      * Resumes from a producer id and epoch, without the start time: see {@link PreparedTransaction} for what that
      * cannot tell apart. Prefer {@link #resume(String, PreparedTransaction, Map)}.
+     *
+     * @param transactionalId the transactional id of the prepared transaction
+     * @param producerId the producer id of the prepared transaction; at least 0
+     * @param producerEpoch the producer epoch of the prepared transaction; at least 0
+     * @param configs client configs, as for {@link #resume(String, PreparedTransaction, Map)}
+     * @return a session in state {@link SessionState#PREPARED}
+     * @throws IllegalArgumentException for a negative producer id or epoch
      */
     static TransactionSession resume(String transactionalId, long producerId, short producerEpoch,
             Map<String, ?> configs) {
@@ -131,6 +144,8 @@ public interface TransactionSession extends AutoCloseable {
      * Resumes whatever transaction is open for {@code transactionalId} right now, without knowing its identity:
      * for recovery tools that must abort leftovers of a crashed process. Creates no producer.
      *
+     * @param transactionalId the transactional id whose open transaction is to be resumed
+     * @param configs client configs: {@code bootstrap.servers} and security settings; session keys allowed
      * @return a resumed session in state {@link SessionState#PREPARED} for the open transaction (with its start
      *         time), or empty when the id is unknown or has no open transaction
      */
@@ -167,6 +182,11 @@ public interface TransactionSession extends AutoCloseable {
     /**
      * Adds consumed offsets to the open transaction: they are committed for the consumer group if and only if the
      * transaction commits. Bound consumers add theirs automatically; this is for offsets managed by hand.
+     *
+     * @param offsets per partition, the offset of the next record to consume (the last processed one + 1), as for
+     *        {@code KafkaProducer.sendOffsetsToTransaction}; an empty map adds nothing
+     * @param groupMetadata the metadata of the consumer group that owns the offsets, from
+     *        {@code Consumer.groupMetadata()}
      */
     void sendOffsetsToTransaction(Map<TopicPartition, OffsetAndMetadata> offsets,
             ConsumerGroupMetadata groupMetadata);
@@ -233,6 +253,11 @@ public interface TransactionSession extends AutoCloseable {
      * Completes from Kafka's {@code producerId:epoch} form: matches on producer id and epoch only. See
      * {@link PreparedTransaction} for what that cannot tell apart; prefer
      * {@link #completeTransaction(PreparedTransaction)}.
+     *
+     * @param state Kafka's {@code producerId:epoch} of the transaction, as stored by the decision maker; it must name
+     *        a transaction
+     * @return what was done, as for {@link #completeTransaction(PreparedTransaction)}
+     * @throws IllegalArgumentException if {@code state} names no transaction (Kafka's empty state)
      */
     CompletionOutcome completeTransaction(PreparedTxnState state);
 
@@ -262,7 +287,11 @@ public interface TransactionSession extends AutoCloseable {
      *
      * <p>Safe against concurrent calls: a lifecycle call in progress on another thread finishes first (each is
      * bounded by {@code max.block.ms} or {@code session.coordinator.timeout.ms}); a second {@code close()} waits for
-     * the first. Not callable from a send callback.
+     * the first, at most its own {@code timeout}. Not callable from a send callback.
+     *
+     * @param timeout how long to wait for a lifecycle call in progress on another thread before logging a warning
+     *        (the wait goes on) and, with the time left, for the producer to close; a second {@code close} waits at
+     *        most this long for the first
      */
     void close(Duration timeout);
 
@@ -306,10 +335,18 @@ public interface TransactionSession extends AutoCloseable {
      */
     short producerEpoch();
 
-    /** Adds a listener for what the background heartbeat finds. */
+    /**
+     * Adds a listener for what the background heartbeat finds.
+     *
+     * @param listener the listener, called on the heartbeat thread; not null
+     */
     void addListener(SessionListener listener);
 
-    /** Removes a listener added with {@link #addListener}. */
+    /**
+     * Removes a listener added with {@link #addListener}.
+     *
+     * @param listener the listener to remove; one that was not added is ignored
+     */
     void removeListener(SessionListener listener);
 
     /**

@@ -106,6 +106,9 @@ public final class TransactionSessionConfig {
     /**
      * Validates configs for a live session.
      *
+     * @param configs Kafka producer configs ({@code bootstrap.servers} and {@code transactional.id} required) plus
+     *        the session keys of this class; no null keys
+     * @return the validated configuration
      * @throws InvalidSessionConfigException naming the key at fault
      */
     public static TransactionSessionConfig of(Map<String, ?> configs) {
@@ -115,6 +118,11 @@ public final class TransactionSessionConfig {
     /**
      * Validates configs for a resumed session, whose transactional id is given apart from the configs.
      *
+     * @param transactionalId the transactional id of the transaction to resume; a non-blank string, used instead of
+     *        any {@code transactional.id} in {@code configs}
+     * @param configs client configs ({@code bootstrap.servers} required, security settings) plus the session keys of
+     *        this class; no null keys
+     * @return the validated configuration
      * @throws InvalidSessionConfigException naming the key at fault
      */
     public static TransactionSessionConfig forResume(String transactionalId, Map<String, ?> configs) {

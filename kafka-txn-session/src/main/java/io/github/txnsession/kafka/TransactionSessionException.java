@@ -11,6 +11,7 @@ public class TransactionSessionException extends KafkaException {
 
     private static final long serialVersionUID = 1L;
 
+    /** The transactional id of the session that failed. */
     private final String transactionalId;
 
     /**

@@ -126,6 +126,7 @@ public class TransactionalConsumer<K, V> implements Consumer<K, V> {
     /**
      * Binds this consumer to {@code session}: from now on its consumed positions join the session's transactions.
      *
+     * @param session a live session created by {@link TransactionSession#open}; not null
      * @throws IllegalStateException if it is bound to a session already (unbind first), or if it has no group
      * @throws IllegalArgumentException if the session is a resumed one (it has no producer to send offsets with), or
      *         not a session created by {@link TransactionSession#open} (a transaction-scoped proxy, for example)

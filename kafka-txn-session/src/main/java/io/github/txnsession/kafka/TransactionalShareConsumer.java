@@ -108,6 +108,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      *
      * @param configs consumer configs with {@code bootstrap.servers} and {@code group.id}; {@code
      *        share.acknowledgement.mode} may be absent (explicit is set) or {@code explicit}
+     * @param keyDeserializer the deserializer of record keys, handed to the created {@link KafkaShareConsumer}
+     * @param valueDeserializer the deserializer of record values, handed to the created {@link KafkaShareConsumer}
      * @throws InvalidSessionConfigException if the mode is anything but explicit, or {@code group.id} is missing
      */
     public TransactionalShareConsumer(Map<String, ?> configs, Deserializer<K> keyDeserializer,
@@ -118,6 +120,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     /**
      * Creates a {@link KafkaShareConsumer} in explicit acknowledgement mode, deserializers named in {@code configs}.
      *
+     * @param configs consumer configs with {@code bootstrap.servers}, {@code group.id} and the key and value
+     *        deserializers; {@code share.acknowledgement.mode} may be absent (explicit is set) or {@code explicit}
      * @see #TransactionalShareConsumer(Map, Deserializer, Deserializer)
      */
     public TransactionalShareConsumer(Map<String, ?> configs) {
@@ -192,6 +196,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      * Binds this consumer to {@code session}: from now on its acknowledgements made while a transaction is open take
      * effect only when that transaction commits.
      *
+     * @param session a live session created by {@link TransactionSession#open}; not null
      * @throws IllegalStateException if it is bound already (unbind first)
      * @throws IllegalArgumentException if the session is a resumed one, or not a session created by
      *         {@link TransactionSession#open} (a transaction-scoped proxy, for example)

@@ -84,7 +84,7 @@ class OrderService {
     @Transactional // Boot's own JdbcTransactionManager: the Kafka session joins its transaction
     public void placeOrder(String id, String item) {
         this.jdbc.update("INSERT INTO orders (id, item) VALUES (?, ?)", id, item);
-        this.kafka.send("orders", id, item); // read_committed readers see it if and only if the row commits
+        this.kafka.send("orders", id, item); // commits with the row; across a crash too in two-phase mode
     }
 }
 // end::spring-example[]

@@ -97,6 +97,9 @@ public final class DecisionLog {
      * {@code txn_start_ms} column (the prepared transaction's start time, which tells it apart from a later
      * transaction with the same producer id and epoch). Rows written before the migration keep a NULL start time and
      * complete by epoch arithmetic.
+     *
+     * @param dataSource the database to create the table in; the statements run on a connection of its own
+     * @throws DecisionLogException if the table cannot be created or migrated
      */
     public void createTableIfMissing(DataSource dataSource) {
         try (Connection con = dataSource.getConnection(); Statement st = con.createStatement()) {
@@ -134,7 +137,11 @@ public final class DecisionLog {
      * and H2 ({@code MERGE ... KEY}) when the table's primary key (or another unique index) is on
      * {@code transactional_id}, as in the shipped scripts; a {@code DELETE} and an {@code INSERT} otherwise.
      *
+     * @param connection the connection of the caller's database transaction; it is neither committed nor closed here
+     * @param transactionalId the transactional id of the session whose transaction was prepared
+     * @param prepared the prepared transaction to commit; not an empty one
      * @throws IllegalArgumentException for an empty transaction: it needs no decision (nothing to complete)
+     * @throws SQLException if the row cannot be written; the caller's transaction should then roll back
      */
     public void record(Connection connection, String transactionalId, PreparedTransaction prepared)
             throws SQLException {
@@ -232,7 +239,11 @@ public final class DecisionLog {
      * Deletes the row of {@code transactionalId} if it still names {@code prepared} (producer id and epoch), through
      * {@code connection} in the caller's transaction.
      *
+     * @param connection the connection to delete through; it is neither committed nor closed here
+     * @param transactionalId the transactional id whose row is deleted
+     * @param prepared the transaction the row must still name; only its producer id and epoch are compared
      * @return whether a row was deleted
+     * @throws SQLException if the row cannot be deleted
      */
     public boolean clear(Connection connection, String transactionalId, PreparedTransaction prepared)
             throws SQLException {
@@ -245,7 +256,14 @@ public final class DecisionLog {
         }
     }
 
-    /** Deletes a row in its own transaction; see {@link #clear(Connection, String, PreparedTransaction)}. */
+    /**
+     * Deletes a row in its own transaction; see {@link #clear(Connection, String, PreparedTransaction)}.
+     *
+     * @param dataSource the database holding the log; a connection of its own is used, in auto-commit mode
+     * @param record the row to delete: its transactional id, producer id and epoch
+     * @return whether a row was deleted
+     * @throws DecisionLogException if the database cannot be reached or the row cannot be deleted
+     */
     public boolean clear(DataSource dataSource, DecisionRecord record) {
         try (Connection con = dataSource.getConnection()) {
             boolean auto = con.getAutoCommit();
@@ -263,7 +281,12 @@ public final class DecisionLog {
     }
 
     /**
+     * @param dataSource the database holding the log; read on a connection of its own
+     * @param transactionalId the transactional id whose decision is looked up
+     * @param prepared the transaction the decision must name: producer id, epoch and start time (a legacy identity
+     *        matches only a row without a start time)
      * @return whether the log holds the decision to commit {@code prepared} for {@code transactionalId}
+     * @throws DecisionLogException if the log cannot be read
      */
     public boolean contains(DataSource dataSource, String transactionalId, PreparedTransaction prepared) {
         // the start time too: with transaction version 1 a stale row of an earlier transaction has the same pid:epoch
@@ -286,6 +309,8 @@ public final class DecisionLog {
     }
 
     /**
+     * @param dataSource the database holding the log
+     * @param prefix the transactional id prefix of a session pool, taken literally (no LIKE wildcards)
      * @return the rows of the transactional ids {@code prefix + N} (N a whole number), oldest first: exactly the ids
      *         of a session pool with that prefix, and no others
      */
@@ -303,6 +328,11 @@ public final class DecisionLog {
     /**
      * Sets a decision whose Kafka outcome is unknown aside, so that the transactional id can take new decisions while
      * the row stays for an operator: its id becomes {@code <id>#in-doubt-<epoch>-<start>}, which no pool id matches.
+     *
+     * @param dataSource the database holding the log; the update runs on a connection of its own, in auto-commit mode
+     * @param record the row to set aside; nothing changes if its id no longer has a row with that producer id and
+     *        epoch
+     * @throws DecisionLogException if the row cannot be updated
      */
     public void setAside(DataSource dataSource, DecisionRecord record) {
         String parked = record.transactionalId() + IN_DOUBT + record.producerEpoch() + "-" + record.txnStartMs();
@@ -329,11 +359,22 @@ public final class DecisionLog {
     }
 
     /**
-     * @return the decisions of the prefix set aside by {@link #setAside} (their transactional id still carries the
-     *         {@code #in-doubt-} suffix), for an operator to check and delete
+     * @param dataSource the database holding the log
+     * @param prefix the transactional id prefix of a session pool, taken literally (no LIKE wildcards)
+     * @return the decisions of the pool's ids ({@code prefix + N}, N a whole number) set aside by {@link #setAside}
+     *         (their transactional id still carries the {@code #in-doubt-} suffix), for an operator to check and
+     *         delete; not those of a longer prefix that starts with this one
      */
     public List<DecisionRecord> findSetAside(DataSource dataSource, String prefix) {
-        return select(dataSource, escape(prefix) + "%" + IN_DOUBT + "%");
+        List<DecisionRecord> records = new ArrayList<>();
+        for (DecisionRecord r : select(dataSource, escape(prefix) + "%" + IN_DOUBT + "%")) {
+            String rest = r.transactionalId().substring(prefix.length());
+            int mark = rest.indexOf(IN_DOUBT);
+            if (mark > 0 && rest.substring(0, mark).chars().allMatch(Character::isDigit)) {
+                records.add(r);
+            }
+        }
+        return records;
     }
 
     private static String escape(String likeLiteral) {

@@ -207,6 +207,9 @@ public class TwoPhaseRecovery {
      * with a prepared transaction (the outcome of its commit was in doubt), so that initializing never aborts a
      * transaction the database decided to commit.
      *
+     * @param transactionalId a transactional id of this recovery's prefix
+     * @return what was done for the id (committed, already committed, aborted, lost or in doubt); an empty report
+     *         when it had nothing to settle
      * @throws TransactionSessionException if the id could not be settled now (the coordinator is unreachable):
      *         it must not be initialized yet
      */
@@ -235,6 +238,11 @@ public class TwoPhaseRecovery {
      * {@code failure}: settles the id at once from the decision log with a resumed session (which commits it if it is
      * still open, and tells a lost or unknown outcome apart), so that nothing waits for a later recovery run.
      *
+     * @param transactionalId the transactional id of the live session whose completion failed
+     * @param prepared the prepared transaction whose completion failed, named in the messages; what is settled is
+     *        the id's decision row
+     * @param failure what completing the Kafka transaction threw; logged when recovery commits the transaction, else
+     *        the cause carried by the exception thrown
      * @throws HeuristicCompletionException when the Kafka side is lost (STATE_MIXED, reported to the handler) or
      *         unknown (STATE_UNKNOWN, in doubt), or when it could not be settled now (the slot is then settled before
      *         its id is used again)

@@ -54,6 +54,24 @@ class DecisionLogTest {
         }
     }
 
+    /** Set-aside rows are found by pool: not those of a longer prefix that starts with the pool's. */
+    @Test
+    void setAsideRowsAreFoundForThePoolsIdsOnly() throws SQLException {
+        DataSource dataSource = new DriverManagerDataSource("jdbc:h2:mem:" + EmbeddedKafkaCluster.uniqueName("aside")
+                + ";DB_CLOSE_DELAY=-1", "sa", "");
+        DecisionLog log = new DecisionLog();
+        log.createTableIfMissing(dataSource);
+        PreparedTransaction prepared = PreparedTransaction.of(9, (short) 1, 1_700_000_000_009L);
+        for (String id : List.of("app-0", "app-x-0")) {
+            inTransaction(dataSource, true, con -> log.record(con, id, prepared));
+            log.setAside(dataSource, new DecisionRecord(id, 9, (short) 1, 1_700_000_000_009L, java.time.Instant.now()));
+        }
+        assertThat(log.findSetAside(dataSource, "app-")).extracting(DecisionRecord::transactionalId)
+            .singleElement().asString().startsWith("app-0#in-doubt-");
+        assertThat(log.findSetAside(dataSource, "app-x-")).extracting(DecisionRecord::transactionalId)
+            .singleElement().asString().startsWith("app-x-0#in-doubt-");
+    }
+
     private static void replacesAndClears(DataSource dataSource) throws SQLException {
         DecisionLog log = new DecisionLog();
         log.createTableIfMissing(dataSource);

@@ -365,6 +365,13 @@ class EnlistmentFailurePathsTest {
                 app.jdbc.update("INSERT INTO orders (id) VALUES (?)", "l-declarative-outer");
                 beforeCommit(declarativeJoining);
             })).isInstanceOf(IllegalStateException.class).hasMessageContaining("SessionCommitPoint.LISTENER");
+            // two participating calls deep (a service calling a repository, both @Transactional): refused too
+            Runnable nested = declarative(app, TransactionDefinition.PROPAGATION_REQUIRED, declarative(app,
+                    TransactionDefinition.PROPAGATION_REQUIRED, () -> app.placeOrder("l-nested")));
+            assertThatThrownBy(() -> app.tx.executeWithoutResult(s -> {
+                app.jdbc.update("INSERT INTO orders (id) VALUES (?)", "l-nested-outer");
+                beforeCommit(nested);
+            })).isInstanceOf(IllegalStateException.class).hasMessageContaining("SessionCommitPoint.LISTENER");
             assertThat(app.rows()).containsExactly("l-before-completion", "l-declarative-new", "l-in-body", "l-outer",
                     "l-requires-new");
             assertThat(app.events()).containsExactly("l-before-completion", "l-in-body", "l-requires-new",

@@ -52,6 +52,8 @@ public final class ChildJvm implements AutoCloseable {
      *
      * @param mainClass a class with a {@code public static void main(String[])}
      * @param args its arguments
+     * @return the running child, its stdout already being read
+     * @throws IllegalStateException if the process cannot be started
      */
     public static ChildJvm start(Class<?> mainClass, String... args) {
         Path java = Paths.get(System.getProperty("java.home"), "bin", "java");
@@ -77,6 +79,8 @@ public final class ChildJvm implements AutoCloseable {
      * Waits for the next output line that starts with {@code prefix}; lines before it are kept in
      * {@link #output()}.
      *
+     * @param prefix the text the awaited line starts with (case-sensitive)
+     * @param timeout how long to wait for that line
      * @return the line
      * @throws AssertionError if the child exits or the timeout passes first
      */
@@ -111,7 +115,13 @@ public final class ChildJvm implements AutoCloseable {
         }
     }
 
-    /** @return the text after {@code prefix} on the next line that starts with it */
+    /**
+     * @param prefix the text the awaited line starts with, as for {@link #awaitLine(String, Duration)}
+     * @param timeout how long to wait for that line
+     * @return the text after {@code prefix} on the next line that starts with it, leading and trailing whitespace
+     *         removed
+     * @throws AssertionError if the child exits or the timeout passes first
+     */
     public String awaitValue(String prefix, Duration timeout) {
         return awaitLine(prefix, timeout).substring(prefix.length()).trim();
     }
@@ -119,7 +129,9 @@ public final class ChildJvm implements AutoCloseable {
     /**
      * Waits for the child to exit.
      *
+     * @param timeout how long to wait (millisecond resolution)
      * @return its exit code
+     * @throws AssertionError if the child is still running when the timeout passes
      */
     public int awaitExit(Duration timeout) {
         try {

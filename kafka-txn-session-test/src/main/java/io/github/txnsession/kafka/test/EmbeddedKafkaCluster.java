@@ -114,12 +114,22 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
     /**
      * Creates topics (replication factor = min(3, brokers)) and waits until they exist. A topic that already
      * exists is left as it is.
+     *
+     * @param topic the topic's name
+     * @param partitions the number of partitions, 1 or more
+     * @throws IllegalStateException if the topic could not be created, or its creation took more than 30 seconds
      */
     public void createTopic(String topic, int partitions) {
         createTopics(partitions, topic);
     }
 
-    /** Creates several topics with the same number of partitions; see {@link #createTopic(String, int)}. */
+    /**
+     * Creates several topics with the same number of partitions; see {@link #createTopic(String, int)}.
+     *
+     * @param partitions the number of partitions of each topic, 1 or more
+     * @param topics the topics' names
+     * @throws IllegalStateException if a topic could not be created, or its creation took more than 30 seconds
+     */
     public void createTopics(int partitions, String... topics) {
         short rf = (short) Math.min(3, this.brokerCount);
         List<NewTopic> newTopics = new ArrayList<>();
@@ -144,6 +154,9 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
     /**
      * Stops one broker (a controlled shutdown) and waits until it is down. Its data stays, so
      * {@link #restartBroker(int)} brings it back.
+     *
+     * @param brokerId the id of a running broker, one of {@link #brokerIds()}
+     * @throws IllegalArgumentException if there is no broker with that id
      */
     public void stopBroker(int brokerId) {
         BrokerServer broker = broker(brokerId);
@@ -158,12 +171,22 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
     /**
      * Starts a broker stopped by {@link #stopBroker(int)} again and waits until every broker is ready: restart the
      * others first, or use {@link #restartBrokers(Collection)} when several are stopped.
+     *
+     * @param brokerId the id of a broker stopped by {@link #stopBroker(int)}
+     * @throws IllegalArgumentException if there is no broker with that id
+     * @throws IllegalStateException if the brokers did not become ready
      */
     public void restartBroker(int brokerId) {
         restartBrokers(List.of(brokerId));
     }
 
-    /** Starts the brokers stopped by {@link #stopBroker(int)} again, then waits until every broker is ready. */
+    /**
+     * Starts the brokers stopped by {@link #stopBroker(int)} again, then waits until every broker is ready.
+     *
+     * @param brokerIds the ids of the brokers stopped by {@link #stopBroker(int)}, started in this order
+     * @throws IllegalArgumentException if there is no broker with one of the ids
+     * @throws IllegalStateException if the brokers did not become ready
+     */
     public void restartBrokers(Collection<Integer> brokerIds) {
         for (int brokerId : brokerIds) {
             log.info("Restarting broker {}", brokerId);
@@ -199,7 +222,10 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
         return broker;
     }
 
-    /** @return a name unique in this JVM, for topics, groups and transactional ids: {@code prefix-N} */
+    /**
+     * @param prefix the start of the name, e.g. the test's name
+     * @return a name unique in this JVM, for topics, groups and transactional ids: {@code prefix-N}
+     */
     public static String uniqueName(String prefix) {
         return prefix + "-" + NAMES.incrementAndGet();
     }
@@ -217,7 +243,11 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
         return configs;
     }
 
-    /** @return SASL_PLAINTEXT/PLAIN client settings for the given user */
+    /**
+     * @param user the SASL/PLAIN user name, e.g. {@link #SASL_USER}
+     * @param password the user's password, e.g. {@link #SASL_PASSWORD}
+     * @return SASL_PLAINTEXT/PLAIN client settings for the given user (an immutable map)
+     */
     public static Map<String, Object> saslClientConfigs(String user, String password) {
         return Map.of("security.protocol", "SASL_PLAINTEXT", "sasl.mechanism", "PLAIN", "sasl.jaas.config",
                 "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"" + user
@@ -252,7 +282,13 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
         private Builder() {
         }
 
-        /** Number of brokers, 1 or more. With more than one, the controller runs as a separate node. */
+        /**
+         * Number of brokers, 1 or more. With more than one, the controller runs as a separate node.
+         *
+         * @param count the number of brokers, 1 or more
+         * @return this builder
+         * @throws IllegalArgumentException if {@code count} is less than 1
+         */
         public Builder brokers(int count) {
             if (count < 1) {
                 throw new IllegalArgumentException("brokers must be at least 1, was " + count);
@@ -261,7 +297,13 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
             return this;
         }
 
-        /** A broker property for every node, overriding the defaults of this class. */
+        /**
+         * A broker property for every node, overriding the defaults of this class.
+         *
+         * @param key the broker config key; not null
+         * @param value its value, set as {@link String#valueOf(Object)}
+         * @return this builder
+         */
         public Builder brokerProperty(String key, Object value) {
             this.brokerProperties.put(Objects.requireNonNull(key, "key"), String.valueOf(value));
             return this;
@@ -270,13 +312,20 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
         /**
          * Brokers listen with SASL_PLAINTEXT (mechanism PLAIN) and authorize with ACLs; {@link #SASL_USER} is a
          * super user, and {@link EmbeddedKafkaCluster#clientConfigs()} carries its credentials.
+         *
+         * @return this builder
          */
         public Builder saslPlain() {
             this.sasl = true;
             return this;
         }
 
-        /** Broker properties for every node; see {@link #brokerProperty(String, Object)}. */
+        /**
+         * Broker properties for every node; see {@link #brokerProperty(String, Object)}.
+         *
+         * @param properties the broker configs to set; not null, and no null keys
+         * @return this builder
+         */
         public Builder brokerProperties(Map<String, ?> properties) {
             properties.forEach(this::brokerProperty);
             return this;
@@ -285,6 +334,11 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
         /**
          * Bootstraps the cluster with a feature level other than the production default, e.g.
          * {@code feature("transaction.version", 1)} for a cluster without transaction version 2.
+         *
+         * @param featureName the name of a Kafka feature, e.g. {@code transaction.version}
+         * @param level the feature level to bootstrap with, e.g. 1; it is narrowed to a {@code short}
+         * @return this builder
+         * @throws IllegalArgumentException if Kafka knows no feature of that name
          */
         public Builder feature(String featureName, int level) {
             Feature.featureFromName(featureName); // fails clearly on an unknown name
@@ -292,7 +346,12 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
             return this;
         }
 
-        /** Formats and starts the cluster and waits until every broker is ready. */
+        /**
+         * Formats and starts the cluster and waits until every broker is ready.
+         *
+         * @return the running cluster; close it to stop it
+         * @throws IllegalStateException if the cluster could not be started
+         */
         public EmbeddedKafkaCluster start() {
             long started = System.nanoTime();
             MetadataVersion mv = MetadataVersion.latestProduction();
@@ -380,6 +439,8 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
      * Reads every committed record of the topics ({@code isolation.level=read_committed}), from the beginning up to
      * the last stable offset of each partition, keys and values as UTF-8 strings.
      *
+     * @param topics the topics to read
+     * @return the committed records, in the order they were polled (per partition, in offset order)
      * @throws AssertionError if the end is not reached within 30 seconds
      */
     public List<ConsumerRecord<String, String>> readCommitted(String... topics) {

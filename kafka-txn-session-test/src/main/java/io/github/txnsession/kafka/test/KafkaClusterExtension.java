@@ -29,12 +29,19 @@ public final class KafkaClusterExtension implements BeforeAllCallback, AfterAllC
         this.customizer = customizer;
     }
 
-    /** @return an extension for a cluster of {@code brokers} brokers with the default settings */
+    /**
+     * @param brokers the number of brokers, 1 or more (checked when the cluster starts)
+     * @return an extension for a cluster of {@code brokers} brokers with the default settings
+     */
     public static KafkaClusterExtension withBrokers(int brokers) {
         return new KafkaClusterExtension(b -> b.brokers(brokers));
     }
 
-    /** @return an extension whose cluster the customizer configures (brokers, broker properties, features) */
+    /**
+     * @param customizer configures the cluster's builder when the test class starts; must not be null, and must not
+     *        call {@link EmbeddedKafkaCluster.Builder#start()}, which the extension calls itself
+     * @return an extension whose cluster the customizer configures (brokers, broker properties, features)
+     */
     public static KafkaClusterExtension with(Consumer<EmbeddedKafkaCluster.Builder> customizer) {
         return new KafkaClusterExtension(customizer);
     }
@@ -65,7 +72,12 @@ public final class KafkaClusterExtension implements BeforeAllCallback, AfterAllC
         return c;
     }
 
-    /** Shortcut for {@code cluster().bootstrapServers()}. */
+    /**
+     * Shortcut for {@code cluster().bootstrapServers()}.
+     *
+     * @return the bootstrap servers of the running cluster, for client configs
+     * @throws IllegalStateException outside the test class's lifetime, as {@link #cluster()}
+     */
     public String bootstrapServers() {
         return cluster().bootstrapServers();
     }

@@ -117,6 +117,9 @@ public final class CoordinatorClient implements AutoCloseable {
     /**
      * Describes the transactional id at its coordinator.
      *
+     * @param transactionalId the transactional id to describe
+     * @param timeout the deadline of the whole call, finding the coordinator and retries included; less than 1 ms
+     *        counts as 1 ms
      * @return the description, or empty when the coordinator does not know the id
      * @throws TimeoutException if no coordinator answered before the deadline
      */
@@ -152,6 +155,12 @@ public final class CoordinatorClient implements AutoCloseable {
     /**
      * Ends the transaction {@code (producerId, producerEpoch)} of a transactional id with EndTxn.
      *
+     * @param transactionalId the transactional id whose transaction is ended
+     * @param producerId the producer id of the transaction
+     * @param producerEpoch the producer epoch of the transaction
+     * @param commit true to commit the transaction, false to abort it
+     * @param timeout the deadline of the whole call, finding the coordinator and retries included; less than 1 ms
+     *        counts as 1 ms
      * @return the coordinator's final answer: NONE on success, or a non-retriable error (PRODUCER_FENCED,
      *         INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, ...) for the caller to classify
      * @throws TimeoutException if the coordinator did not give a final answer before the deadline
@@ -203,6 +212,7 @@ public final class CoordinatorClient implements AutoCloseable {
     }
 
     /**
+     * @param apiKeyName the name of an {@link ApiKeys} constant, e.g. {@code END_TXN}
      * @return whether the broker this client talks to advertises an API key with this name (e.g. a future
      *         {@code TXN_HEARTBEAT}); false for a name this kafka-clients release does not know
      */
