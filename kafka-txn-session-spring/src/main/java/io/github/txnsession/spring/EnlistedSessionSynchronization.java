@@ -63,8 +63,6 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     /** a {@link SessionCommitPoint} prepares this session after every other callback; its own beforeCommit waits */
     private boolean preparedByCommitPoint;
     private boolean prepareAttempted;
-    /** the two-phase decision is known carried out: Kafka completed it, recovery did, or it was not committed */
-    private boolean decisionCarriedOut;
     /** a savepoint was rolled back (NESTED): the database undid work the Kafka transaction cannot undo */
     private boolean savepointRolledBack;
 
@@ -254,7 +252,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             notifyFailed(session, ex);
             if (this.twoPhase != null && p != null && this.holder.isDecisionMayBeCommitted()) {
                 this.twoPhase.settle(session.transactionalId(), p, ex); // throws unless recovery committed it
-                this.decisionCarriedOut = true;
+                this.holder.markDecisionCarriedOut();
                 return;
             }
             settleTimedOutCommit(session, ex);
@@ -263,7 +261,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             notifyFailed(session, ex);
             if (this.twoPhase != null && p != null && this.holder.isDecisionMayBeCommitted()) {
                 this.twoPhase.settle(session.transactionalId(), p, ex); // throws unless recovery committed it
-                this.decisionCarriedOut = true;
+                this.holder.markDecisionCarriedOut();
                 return;
             }
             logger.error("The database committed, but the Kafka transaction of session '" + session.transactionalId()
@@ -272,7 +270,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                     new TransactionSystemException("The database committed, but the Kafka transaction of session '"
                             + session.transactionalId() + "' did not: " + ex.getMessage(), ex));
         }
-        this.decisionCarriedOut = true;
+        this.holder.markDecisionCarriedOut();
         phaseAfterDecision(CommitPhase.AFTER_KAFKA_COMMIT, session);
         if (decision != null && p != null && !p.isEmpty()) {
             this.clearing = inBackground(() -> clear(decision, session, p));
@@ -400,7 +398,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             this.holder.clear();
             PooledSession lease = this.holder.lease();
             CompletableFuture<Boolean> pending = this.clearing;
-            if (pending == null && this.holder.isDecisionMayBeCommitted() && !this.decisionCarriedOut) {
+            if (pending == null && this.holder.isDecisionInDoubt()) {
                 // the decision may be committed and nothing here carried it out (a completion and its settling
                 // failed, an unknown database outcome): whatever state the session is in, nothing may initialize the
                 // id (which aborts) before the decision log is read
@@ -482,7 +480,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             return true;
         }
         if (!recorded) {
-            this.decisionCarriedOut = true; // the decision did not commit: aborting is what it says
+            this.holder.markDecisionCarriedOut(); // the decision did not commit: aborting is what it says
             return false;
         }
         logger.warn("The database reported a failed commit of session '" + session.transactionalId() + "', but its "

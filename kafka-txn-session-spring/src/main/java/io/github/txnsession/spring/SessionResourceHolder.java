@@ -19,6 +19,7 @@ public final class SessionResourceHolder extends ResourceHolderSupport {
     private final PooledSession lease;
     private final long beganNanos;
     private volatile boolean decisionMayBeCommitted;
+    private volatile boolean decisionCarriedOut;
     /** why the Kafka side asked for a rollback (an aborted executeInTransaction), or null */
     private volatile @Nullable String abortRequested;
     /** the transaction ended and the session went back to the pool: producers bound to this holder must not send */
@@ -69,6 +70,22 @@ public final class SessionResourceHolder extends ResourceHolderSupport {
 
     List<Object> alsoBound() {
         return this.alsoBound;
+    }
+
+    /**
+     * Marks the two-phase decision as carried out: Kafka completed the transaction, recovery did, or the decision is
+     * known not to be committed. Until then a session whose decision may be committed goes back to the pool in doubt.
+     */
+    public void markDecisionCarriedOut() {
+        this.decisionCarriedOut = true;
+    }
+
+    /**
+     * @return whether a two-phase decision may be committed and nothing has carried it out: the session must go back
+     *         to the pool in doubt (never aborted, nor its id initialized, before the decision log is read)
+     */
+    public boolean isDecisionInDoubt() {
+        return this.decisionMayBeCommitted && !this.decisionCarriedOut;
     }
 
     /** @return whether {@link #markDecisionMayBeCommitted()} was called */

@@ -259,7 +259,13 @@ public class SessionTransactionManager extends AbstractPlatformTransactionManage
         if (holder != null) {
             holder.markEnded();
             holder.clear();
-            holder.lease().release();
+            if (holder.isDecisionInDoubt()) {
+                // a two-phase decision may be committed and was not carried out here: never abort it on release
+                holder.lease().releaseInDoubt();
+            }
+            else {
+                holder.lease().release();
+            }
             tx.holder = null;
         }
     }

@@ -186,8 +186,17 @@ public final class DecisionLog {
         if (!product.equals("PostgreSQL") && !product.equals("H2")) {
             return null;
         }
-        boolean keyed = this.upsertable.computeIfAbsent(meta.getURL(), url -> keyedByTransactionalId(meta));
-        if (!keyed) {
+        // the table an unqualified name resolves to depends on the connection's schema (search_path) and user
+        String schema = connection.getSchema();
+        String key = meta.getURL() + "|" + meta.getUserName() + "|" + schema;
+        Boolean keyed = this.upsertable.get(key);
+        if (keyed == null) {
+            keyed = keyedByTransactionalId(meta, schema);
+            if (keyed != null) {
+                this.upsertable.put(key, keyed); // a failed look-up is not remembered
+            }
+        }
+        if (!Boolean.TRUE.equals(keyed)) {
             return null;
         }
         String columns = " (transactional_id, producer_id, producer_epoch, " + START_COLUMN + ", decided_at) ";
@@ -199,9 +208,13 @@ public final class DecisionLog {
                 + START_COLUMN + " = EXCLUDED." + START_COLUMN + ", decided_at = EXCLUDED.decided_at";
     }
 
-    /** @return whether the table has a unique index (its primary key, say) on {@code transactional_id} alone */
-    private boolean keyedByTransactionalId(DatabaseMetaData meta) {
-        String schema = null;
+    /**
+     * @param currentSchema the connection's schema, where an unqualified table name is looked up
+     * @return whether the table has a unique index (its primary key, say) on {@code transactional_id} alone, or null
+     *         if the metadata could not be read
+     */
+    private @Nullable Boolean keyedByTransactionalId(DatabaseMetaData meta, @Nullable String currentSchema) {
+        String schema = currentSchema;
         String name = this.table;
         int dot = name.indexOf('.');
         if (dot > 0) {
@@ -231,7 +244,7 @@ public final class DecisionLog {
                 .anyMatch(cols -> cols.size() == 1 && cols.get(0).equalsIgnoreCase("transactional_id"));
         }
         catch (SQLException ex) {
-            return false; // DELETE + INSERT work on any table
+            return null; // DELETE + INSERT this time: they work on any table
         }
     }
 

@@ -217,8 +217,9 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
             session.completeTransaction(state);
         }
         catch (RuntimeException ex) {
-            settleFailedCompletion(id, state, ex);
+            settleFailedCompletion(id, state, ex); // throws unless recovery committed it
         }
+        sessionHolder().markDecisionCarriedOut();
         phaseAfterDecision(CommitPhase.AFTER_KAFKA_COMMIT, id);
         try {
             this.decisionLog.clear(con, id, state);
@@ -285,6 +286,7 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
                             + "decides from " + this.decisionLog.table(), failure));
         }
         if (!decided) {
+            sessionHolder().markDecisionCarriedOut(); // the decision did not commit: aborting is what it says
             try {
                 session.abortTransaction();
             }
