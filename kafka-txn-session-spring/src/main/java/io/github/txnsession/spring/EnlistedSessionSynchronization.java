@@ -226,9 +226,9 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             // one from a beforeCommit callback is refused by SessionEnlistment): not part of the two-phase decision
             logger.error("The Kafka transaction of session '" + session.transactionalId() + "' joined the transaction "
                     + "while it was completing (a first send from a beforeCompletion or afterCommit callback), after "
-                    + "its decision was made: it commits best effort, and a crash now loses it. Add SessionCommitPoint.LISTENER to the "
-                    + "transaction manager (the starter does so for every manager bean; not for JTA), or send before "
-                    + "the commit starts.");
+                    + "its decision was made: it commits best effort, and a crash now loses it. Send before the "
+                    + "commit starts (with SessionCommitPoint.LISTENER on the transaction manager, which the starter "
+                    + "adds to every manager bean but JTA ones, sends from beforeCommit callbacks join the decision).");
         }
         phaseAfterDecision(CommitPhase.AFTER_JDBC_COMMIT, session);
         long start = System.nanoTime();

@@ -8,16 +8,20 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 
 import javax.sql.DataSource;
 
+import io.github.txnsession.kafka.PreparedTransaction;
+import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import io.github.txnsession.spring.CommitPhase;
@@ -25,6 +29,7 @@ import io.github.txnsession.spring.SessionCommitPoint;
 import io.github.txnsession.spring.SessionEnlistment;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.TransactionSessionPool;
+import io.github.txnsession.spring.TwoPhaseDecision;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.serialization.Serializer;
@@ -320,6 +325,71 @@ class EnlistmentFailurePathsTest {
             assertThat(app.phases).containsSubsequence(CommitPhase.BEFORE_PREPARE, CommitPhase.AFTER_LOG_INSERT,
                     CommitPhase.AFTER_JDBC_COMMIT, CommitPhase.AFTER_KAFKA_COMMIT);
             assertThat(app.events()).containsExactly("x-first", "y-main", "y-late");
+        }
+    }
+
+    /**
+     * The database committed the decision, then completing the Kafka side failed (the session's producer went away)
+     * and settling it from the decision log failed too (the database was unreachable for a moment). The session must
+     * not go back to the pool as an ordinary one, which would close it and let the next use initialize the id (an
+     * abort of the decided transaction, with nothing reported): its slot goes back in doubt, and the pool settles it
+     * from the decision log, which commits the event.
+     */
+    @Test
+    void aDecidedTransactionWhoseCompletionAndSettlingFailIsCommittedLaterNeverAborted() {
+        try (App app = new App(true, 1, 60_000)) {
+            Map<String, TransactionSession> sessions = new ConcurrentHashMap<>();
+            app.pool.addLifecycleListener(new TransactionSessionPool.SessionLifecycleListener() {
+                @Override
+                public void sessionOpened(TransactionSession session) {
+                    sessions.put(session.transactionalId(), session);
+                }
+            });
+            JdbcTwoPhaseDecision real = new JdbcTwoPhaseDecision(app.dataSource, app.decisionLog, app.recovery);
+            AtomicBoolean settleFails = new AtomicBoolean(true);
+            TwoPhaseDecision flaky = new TwoPhaseDecision() {
+                @Override
+                public void record(String transactionalId, PreparedTransaction prepared) {
+                    real.record(transactionalId, prepared);
+                }
+
+                @Override
+                public void settle(String transactionalId, PreparedTransaction prepared, RuntimeException failure) {
+                    if (settleFails.getAndSet(false)) {
+                        throw new DataAccessResourceFailureException("the database is unreachable for a moment");
+                    }
+                    real.settle(transactionalId, prepared, failure);
+                }
+
+                @Override
+                public boolean isRecorded(String transactionalId, PreparedTransaction prepared) {
+                    return real.isRecorded(transactionalId, prepared);
+                }
+
+                @Override
+                public boolean clear(String transactionalId, PreparedTransaction prepared) {
+                    return real.clear(transactionalId, prepared);
+                }
+            };
+            SessionEnlistment enlistment = new SessionEnlistment(app.pool, flaky);
+            AtomicBoolean breakCompletion = new AtomicBoolean(true);
+            enlistment.setCommitPhaseListeners(List.of((phase, id) -> {
+                if (phase == CommitPhase.AFTER_JDBC_COMMIT && breakCompletion.getAndSet(false)) {
+                    sessions.get(id).abandon(); // its producer goes away, the transaction stays prepared
+                }
+            }));
+            app.factory.setEnlistment(enlistment);
+            assertThatThrownBy(() -> app.tx.executeWithoutResult(s -> app.placeOrder("d-decided")))
+                .isInstanceOf(DataAccessResourceFailureException.class);
+            assertThat(app.rows()).containsExactly("d-decided");
+            // the pool settles the slot in the background a few seconds later: the decision says commit
+            await().atMost(Duration.ofSeconds(30)).untilAsserted(() -> assertThat(app.events())
+                .containsExactly("d-decided"));
+            await().atMost(Duration.ofSeconds(10)).until(() -> app.decisionLog.findByPrefix(app.dataSource,
+                    app.pool.transactionalIdPrefix()).isEmpty());
+            // and the id works again
+            app.tx.executeWithoutResult(s -> app.placeOrder("d-next"));
+            assertThat(app.events()).containsExactly("d-decided", "d-next");
         }
     }
 
