@@ -19,6 +19,7 @@ import org.slf4j.LoggerFactory;
 
 import org.springframework.beans.factory.DisposableBean;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionOutcome;
@@ -140,8 +141,35 @@ public final class TwoPhaseCommitAutoConfiguration {
     public JdbcTwoPhaseDecision jdbcTwoPhaseDecision(DataSource dataSource, DecisionLog decisionLog,
             TwoPhaseRecovery recovery, TransactionSessionPool pool) {
         pool.setInDoubtResolver(recovery::recoverTransactionalId);
-        pool.setAcquireGate(recovery::ensureRecovered);
         return new JdbcTwoPhaseDecision(dataSource, decisionLog, recovery);
+    }
+
+    /**
+     * @return gives the session pool, as soon as it is created, a gate that runs startup recovery before its first
+     *         session is lent (unless {@code recover-on-startup=false}): a send from a {@code @PostConstruct} method,
+     *         before any other two-phase bean exists, must not initialize an id whose prepared transaction a decision
+     *         says to commit. Recovery is looked up at the first acquire.
+     */
+    @Bean
+    static BeanPostProcessor twoPhaseSessionPoolGate(ObjectProvider<TwoPhaseRecovery> recovery,
+            ObjectProvider<TwoPhaseCommitProperties> properties) {
+        return new BeanPostProcessor() {
+            @Override
+            public Object postProcessAfterInitialization(Object bean, String beanName) {
+                if (bean instanceof TransactionSessionPool pool) {
+                    TwoPhaseCommitProperties settings = properties.getIfAvailable();
+                    if (settings == null || settings.isRecoverOnStartup()) {
+                        pool.setAcquireGate(() -> {
+                            TwoPhaseRecovery r = recovery.getIfUnique();
+                            if (r != null && r.transactionalIdPrefix().equals(pool.transactionalIdPrefix())) {
+                                r.ensureStartupRun();
+                            }
+                        });
+                    }
+                }
+                return bean;
+            }
+        };
     }
 
     /**

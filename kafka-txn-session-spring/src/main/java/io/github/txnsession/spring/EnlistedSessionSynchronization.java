@@ -480,6 +480,13 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             return true;
         }
         if (!recorded) {
+            if (!decision.rollbackIsCertain()) {
+                // the commit's reply may have been lost while the commit itself still lands: decide later
+                logger.warn("The database reported a failed commit of session '" + session.transactionalId() + "' "
+                        + "over a broken connection and its decision is not (yet) in the log; its Kafka transaction "
+                        + "stays prepared and is settled from the decision log in a few seconds");
+                return true;
+            }
             this.holder.markDecisionCarriedOut(); // the decision did not commit: aborting is what it says
             return false;
         }

@@ -3,6 +3,7 @@ package io.github.txnsession.spring;
 import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
@@ -124,46 +125,46 @@ public final class SessionCommitPoint implements TransactionSynchronization {
      *         {@code beforeCompletion}, which runs them, included). Spring does not expose the phase; the stack shows
      *         it: a frame of Spring's {@code triggerBeforeCommit}. Whether the callback belongs to the current
      *         transaction, or a new one began inside it ({@code REQUIRES_NEW}, which has a commit of its own), is told
-     *         by the current transaction's synchronizations: they include the callback's (compared by class) only in
-     *         the first case; and an innermost {@code @Transactional} boundary inside the callback that began a new
-     *         transaction settles it. Participating calls at any depth are seen through. Not Spring's own
+     *         by the current transaction's synchronizations: they include the running callback (an instance of the class
+     *         that declares its {@code beforeCommit}) only in the first case; and an innermost {@code @Transactional}
+     *         boundary inside the callback that began a transaction with synchronization of its own settles it. Participating calls at any depth are seen through. Not Spring's own
      *         {@code beforeCompletion} callbacks: it swallows what they throw. Only asked when a two-phase session
      *         enlists in a transaction without a commit point.
      */
     static boolean insideCommitCallbacks() {
-        CallbackFrames found = StackWalker.getInstance(StackWalker.Option.SHOW_HIDDEN_FRAMES).walk(frames -> {
-            String previous = null;
-            String innermostBoundary = null;
-            for (StackWalker.StackFrame frame : (Iterable<StackWalker.StackFrame>) frames::iterator) {
-                if (isCommitCallbackFrame(frame)) {
-                    return new CallbackFrames(previous, innermostBoundary);
-                }
-                if (innermostBoundary == null && isTransactionBoundary(frame)) {
-                    innermostBoundary = frame.getClassName();
-                }
-                previous = frame.getClassName();
-            }
-            return null;
-        });
+        CallbackFrames found = StackWalker.getInstance(Set.of(StackWalker.Option.SHOW_HIDDEN_FRAMES,
+                StackWalker.Option.RETAIN_CLASS_REFERENCE)).walk(frames -> {
+                    Class<?> previous = null;
+                    String innermostBoundary = null;
+                    for (StackWalker.StackFrame frame : (Iterable<StackWalker.StackFrame>) frames::iterator) {
+                        if (isCommitCallbackFrame(frame)) {
+                            return new CallbackFrames(previous, innermostBoundary);
+                        }
+                        if (innermostBoundary == null && isTransactionBoundary(frame)) {
+                            innermostBoundary = frame.getClassName();
+                        }
+                        previous = frame.getDeclaringClass();
+                    }
+                    return null;
+                });
         if (found == null) {
             return false;
         }
-        if (DECLARATIVE.equals(found.innermostBoundary()) && innermostDeclarativeTransactionIsNew()) {
+        if (DECLARATIVE.equals(found.innermostBoundary()) && innermostDeclarativeHasNewSynchronization()) {
             return false;
         }
-        String callback = found.callbackClass();
+        Class<?> callback = found.callbackClass();
         if (callback == null) {
             return true;
         }
-        return TransactionSynchronizationManager.getSynchronizations()
-            .stream()
-            .anyMatch(s -> s.getClass().getName().equals(callback));
+        // the class that declares the running beforeCommit: the callback, or a base class of it
+        return TransactionSynchronizationManager.getSynchronizations().stream().anyMatch(callback::isInstance);
     }
 
     private static final String DECLARATIVE = "org.springframework.transaction.interceptor.TransactionAspectSupport";
 
     /** What the stack shows above Spring's commit callback loop: the callback's class, a boundary began since. */
-    private record CallbackFrames(@Nullable String callbackClass, @Nullable String innermostBoundary) {
+    private record CallbackFrames(@Nullable Class<?> callbackClass, @Nullable String innermostBoundary) {
     }
 
     private static boolean isCommitCallbackFrame(StackWalker.StackFrame frame) {
@@ -183,9 +184,14 @@ public final class SessionCommitPoint implements TransactionSynchronization {
                         && frame.getMethodName().equals("execute"));
     }
 
-    private static boolean innermostDeclarativeTransactionIsNew() {
+    /**
+     * @return whether the innermost {@code @Transactional} call began a transaction with synchronization of its own:
+     *         a new transaction of another manager that shares the committing one's synchronization does not count
+     */
+    private static boolean innermostDeclarativeHasNewSynchronization() {
         try {
-            return TransactionAspectSupport.currentTransactionStatus().isNewTransaction();
+            return TransactionAspectSupport.currentTransactionStatus() instanceof DefaultTransactionStatus status
+                    && status.isNewSynchronization();
         }
         catch (NoTransactionException ex) {
             return false;

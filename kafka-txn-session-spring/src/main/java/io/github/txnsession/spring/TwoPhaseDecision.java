@@ -52,6 +52,18 @@ public interface TwoPhaseDecision {
     boolean isRecorded(String transactionalId, PreparedTransaction prepared);
 
     /**
+     * Asked when the resource reported a failed commit and {@link #isRecorded} found no decision: whether the resource
+     * surely rolled back (it answered the commit with an error), rather than a commit whose reply was lost and that
+     * may still become visible after the read. Only then is the Kafka side aborted at once; otherwise it stays
+     * prepared and its id is settled from the decision log a few seconds later.
+     *
+     * @return whether the missing decision can be trusted now (by default: yes)
+     */
+    default boolean rollbackIsCertain() {
+        return true;
+    }
+
+    /**
      * Kafka committed: the decision is no longer needed. Failures are logged, not thrown.
      *
      * @param transactionalId the transactional id of the session whose transaction committed

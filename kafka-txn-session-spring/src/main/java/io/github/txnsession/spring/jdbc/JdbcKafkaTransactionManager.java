@@ -210,7 +210,7 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
             con.commit();
         }
         catch (SQLException ex) {
-            settleFailedJdbcCommit(session, state, ex);
+            settleFailedJdbcCommit(con, session, state, ex);
         }
         phaseAfterDecision(CommitPhase.AFTER_JDBC_COMMIT, id);
         try {
@@ -270,8 +270,20 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
         session.commitTransaction();
     }
 
-    /** The JDBC commit threw: find out from the log whether the decision was written, and act on the answer. */
-    private void settleFailedJdbcCommit(TransactionSession session, PreparedTransaction state,
+    private static boolean isValid(Connection con) {
+        try {
+            return con.isValid(2);
+        }
+        catch (SQLException ex) {
+            return false;
+        }
+    }
+
+    /**
+     * The JDBC commit threw: find out from the log whether the decision was written, and act on the answer. No row
+     * is trusted only over a connection that still works (the database answered the COMMIT with an error).
+     */
+    private void settleFailedJdbcCommit(Connection con, TransactionSession session, PreparedTransaction state,
             SQLException failure) {
         String id = session.transactionalId();
         boolean decided;
@@ -284,6 +296,13 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
                     new TransactionSystemException("The JDBC commit of session '" + id + "' failed and its outcome "
                             + "cannot be read back; Kafka transaction " + state + " stays prepared until recovery "
                             + "decides from " + this.decisionLog.table(), failure));
+        }
+        if (!decided && !isValid(con)) {
+            // a broken connection is how a lost COMMIT reply looks: the commit may still land after the read-back
+            throw new HeuristicCompletionException(HeuristicCompletionException.STATE_UNKNOWN,
+                    new TransactionSystemException("The JDBC commit of session '" + id + "' failed over a broken "
+                            + "connection and its decision is not (yet) in " + this.decisionLog.table() + "; Kafka "
+                            + "transaction " + state + " stays prepared and its id is settled from the log", failure));
         }
         if (!decided) {
             sessionHolder().markDecisionCarriedOut(); // the decision did not commit: aborting is what it says

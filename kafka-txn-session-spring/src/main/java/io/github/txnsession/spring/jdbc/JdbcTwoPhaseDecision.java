@@ -47,7 +47,7 @@ public class JdbcTwoPhaseDecision implements TwoPhaseDecision {
 
     @Override
     public void ensureReady() {
-        this.recovery.ensureRecovered();
+        this.recovery.ensureStartupRun();
     }
 
     @Override
@@ -67,6 +67,26 @@ public class JdbcTwoPhaseDecision implements TwoPhaseDecision {
         catch (SQLException ex) {
             throw new DecisionLogException("Writing the decision of session '" + transactionalId + "' to "
                     + this.decisionLog.table() + " failed; the transaction rolls back", ex);
+        }
+    }
+
+    /**
+     * The transaction's connection (still bound while Spring runs the completion callbacks) is asked whether it is
+     * still valid: a database that answered the COMMIT with an error (a constraint checked at commit, a serialization
+     * failure) left it usable, and that transaction surely rolled back; a broken connection is how a lost reply looks,
+     * and then the commit may still land after the read-back.
+     */
+    @Override
+    public boolean rollbackIsCertain() {
+        Connection con = transactionConnection();
+        if (con == null) {
+            return false;
+        }
+        try {
+            return con.isValid(2);
+        }
+        catch (SQLException ex) {
+            return false;
         }
     }
 

@@ -67,6 +67,8 @@ public class TwoPhaseRecovery {
     private final @Nullable TransactionSessionPool pool;
     private volatile @Nullable RecoveryReport lastReport;
     private volatile boolean recovered;
+    /** a run completed (with a pool, what it could not settle is in doubt there) */
+    private volatile boolean startupRunDone;
 
     /**
      * @param dataSource the database holding the decision log
@@ -127,9 +129,37 @@ public class TwoPhaseRecovery {
         return this.prefix;
     }
 
-    /** Runs {@link #recover()} unless a run has already succeeded. */
+    /**
+     * What a session pool waits for before it lends its first session: one recovery run that completed (the ids it
+     * could not settle are then in doubt in the pool, which settles each before lending it), so that no session
+     * initializes an id whose prepared transaction a decision says to commit. Runs {@link #recover()} until a run
+     * completes; a no-op afterwards, and on the thread of a recovery run in progress (a
+     * {@link LostTransactionHandler} that sends). Without a pool, as {@link #ensureRecovered()}.
+     *
+     * @throws DecisionLogException if the decision log cannot be read (the next call tries again)
+     */
+    public void ensureStartupRun() {
+        if (this.pool == null) {
+            ensureRecovered();
+            return;
+        }
+        if (this.startupRunDone || Thread.holdsLock(this)) {
+            return;
+        }
+        synchronized (this) {
+            if (!this.startupRunDone) {
+                recover();
+                this.startupRunDone = true;
+            }
+        }
+    }
+
+    /**
+     * Runs {@link #recover()} unless a run has already succeeded with every id settled; a no-op on the thread of a
+     * recovery run in progress (a {@link LostTransactionHandler} that sends).
+     */
     public void ensureRecovered() {
-        if (!this.recovered) {
+        if (!this.recovered && !Thread.holdsLock(this)) {
             synchronized (this) {
                 if (!this.recovered) {
                     recover();
