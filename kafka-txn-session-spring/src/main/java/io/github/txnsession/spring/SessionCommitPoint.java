@@ -125,9 +125,10 @@ public final class SessionCommitPoint implements TransactionSynchronization {
      *         {@code beforeCompletion}, which runs them, included). Spring does not expose the phase; the stack shows
      *         it: a frame of Spring's {@code triggerBeforeCommit}. Whether the callback belongs to the current
      *         transaction, or a new one began inside it ({@code REQUIRES_NEW}, which has a commit of its own), is told
-     *         by the current transaction's synchronizations: they include the running callback (an instance of the class
-     *         that declares its {@code beforeCommit}) only in the first case; and an innermost {@code @Transactional}
-     *         boundary inside the callback that began a transaction with synchronization of its own settles it. Participating calls at any depth are seen through. Not Spring's own
+     *         by the current transaction's synchronizations: they include the running callback (an instance of the
+     *         class that declares its {@code beforeCommit}) only in the first case; and an innermost
+     *         {@code @Transactional} boundary inside the callback that began a transaction with synchronization of its
+     *         own settles it. Participating calls at any depth are seen through. Not Spring's own
      *         {@code beforeCompletion} callbacks: it swallows what they throw. Only asked when a two-phase session
      *         enlists in a transaction without a commit point.
      */
