@@ -407,7 +407,7 @@ public final class TransactionSessionPool implements AutoCloseable {
      * @return whether the work was done within {@code timeout} (false too if the waiting thread is interrupted)
      */
     public boolean awaitBackgroundWork(Duration timeout) {
-        long remaining = timeout.toNanos();
+        long remaining = Objects.requireNonNull(timeout, "timeout").toNanos();
         this.lock.lock();
         try {
             while (this.pendingWork > 0) {

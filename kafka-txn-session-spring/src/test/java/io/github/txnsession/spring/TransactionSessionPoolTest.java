@@ -168,11 +168,12 @@ class TransactionSessionPoolTest {
         ExecutorService settlement = Executors.newSingleThreadExecutor();
         pool.setBackgroundExecutors(work, settlement);
         CountDownLatch started = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1); // the work itself: a slow DELETE, say, until released
         AtomicBoolean finished = new AtomicBoolean();
         pool.runInBackground(() -> {
             started.countDown();
             try {
-                Thread.sleep(300); // the work itself: a slow DELETE, say
+                release.await(30, TimeUnit.SECONDS);
             }
             catch (InterruptedException ex) {
                 Thread.currentThread().interrupt();
@@ -180,7 +181,11 @@ class TransactionSessionPoolTest {
             finished.set(true);
         });
         assertThat(started.await(10, TimeUnit.SECONDS)).isTrue();
-        pool.close();
+        CompletableFuture<Void> closing = CompletableFuture.runAsync(pool::close);
+        // close does not return while the work runs
+        await().during(Duration.ofMillis(300)).atMost(Duration.ofSeconds(5)).until(() -> !closing.isDone());
+        release.countDown();
+        closing.get(10, TimeUnit.SECONDS);
         assertThat(finished).as("the queued work finished before close returned").isTrue();
         assertThatThrownBy(() -> pool.runInBackground(() -> { }))
             .isInstanceOf(RejectedExecutionException.class);

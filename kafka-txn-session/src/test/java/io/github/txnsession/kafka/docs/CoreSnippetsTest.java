@@ -41,12 +41,17 @@ class CoreSnippetsTest {
         return configs;
     }
 
+    /** @return a new one-partition topic */
+    private static String newTopic(String name) {
+        String topic = EmbeddedKafkaCluster.uniqueName(name);
+        kafka.cluster().createTopic(topic, 1);
+        return topic;
+    }
+
     @Test
     void coreExample() {
-        String ordersTopic = EmbeddedKafkaCluster.uniqueName("orders");
-        String totalsTopic = EmbeddedKafkaCluster.uniqueName("totals");
-        kafka.cluster().createTopic(ordersTopic, 1);
-        kafka.cluster().createTopic(totalsTopic, 1);
+        String ordersTopic = newTopic("orders");
+        String totalsTopic = newTopic("totals");
         Map<String, Object> configs = configs(EmbeddedKafkaCluster.uniqueName("orders"));
         // tag::core-example[]
         try (TransactionSession session = TransactionSession.open(configs)) {
@@ -66,8 +71,7 @@ class CoreSnippetsTest {
 
     @Test
     void resumeExample() {
-        String topic = EmbeddedKafkaCluster.uniqueName("payments");
-        kafka.cluster().createTopic(topic, 1);
+        String topic = newTopic("payments");
         String transactionalId = EmbeddedKafkaCluster.uniqueName("payments");
         Map<String, Object> configs = configs(transactionalId);
         String stored;
@@ -108,10 +112,8 @@ class CoreSnippetsTest {
 
     @Test
     void consumeProcessProduce() {
-        String input = EmbeddedKafkaCluster.uniqueName("in");
-        String output = EmbeddedKafkaCluster.uniqueName("out");
-        kafka.cluster().createTopic(input, 1);
-        kafka.cluster().createTopic(output, 1);
+        String input = newTopic("in");
+        String output = newTopic("out");
         try (KafkaProducer<String, String> plain = new KafkaProducer<>(kafka.cluster().clientConfigs(),
                 new StringSerializer(), new StringSerializer())) {
             for (int i = 0; i < 10; i++) {
