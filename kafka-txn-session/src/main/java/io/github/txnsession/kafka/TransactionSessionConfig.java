@@ -20,7 +20,10 @@ import org.jspecify.annotations.Nullable;
  * interval (default 0 = off);</li>
  * <li>{@value #CLOSE_TIMEOUT_MS}: how long {@link TransactionSession#close()} waits (default 30000);</li>
  * <li>{@value #COORDINATOR_TIMEOUT_MS}: deadline of a call to the transaction coordinator, including retries
- * (default {@code max.block.ms}, 60000).</li>
+ * (default {@code max.block.ms}, 60000);</li>
+ * <li>{@value #PREPARE_ASK_COORDINATOR}: when true, {@link TransactionSession#prepareTransaction()} always reads the
+ * open transaction from the coordinator (one round trip) and hands out its start-time identity; when false (default)
+ * it does so only when it cannot name the transaction by its epoch (see {@link PreparedTransaction}).</li>
  * </ul>
  */
 public final class TransactionSessionConfig {
@@ -33,6 +36,8 @@ public final class TransactionSessionConfig {
     public static final String CLOSE_TIMEOUT_MS = "session.close.timeout.ms";
     /** Deadline of one coordinator call in ms (retries included). */
     public static final String COORDINATOR_TIMEOUT_MS = "session.coordinator.timeout.ms";
+    /** Whether prepareTransaction() always asks the coordinator for the transaction's identity (true or false). */
+    public static final String PREPARE_ASK_COORDINATOR = "session.prepare.ask-coordinator";
 
     private final String transactionalId;
     private final Map<String, Object> producerConfigs;
@@ -40,6 +45,8 @@ public final class TransactionSessionConfig {
     private final Duration heartbeatInterval;
     private final Duration closeTimeout;
     private final Duration coordinatorTimeout;
+    private final Duration transactionTimeout;
+    private final boolean prepareAsksCoordinator;
 
     private TransactionSessionConfig(Map<String, ?> configs, @Nullable String transactionalIdOverride) {
         Map<String, Object> kafka = new HashMap<>();
@@ -57,9 +64,10 @@ public final class TransactionSessionConfig {
         });
         for (String key : session.keySet()) {
             if (!key.equals(HEARTBEAT_INTERVAL_MS) && !key.equals(CLOSE_TIMEOUT_MS)
-                    && !key.equals(COORDINATOR_TIMEOUT_MS)) {
+                    && !key.equals(COORDINATOR_TIMEOUT_MS) && !key.equals(PREPARE_ASK_COORDINATOR)) {
                 throw new InvalidSessionConfigException(key, session.get(key), "Unknown session config; known keys are "
-                        + HEARTBEAT_INTERVAL_MS + ", " + CLOSE_TIMEOUT_MS + ", " + COORDINATOR_TIMEOUT_MS);
+                        + HEARTBEAT_INTERVAL_MS + ", " + CLOSE_TIMEOUT_MS + ", " + COORDINATOR_TIMEOUT_MS + ", "
+                        + PREPARE_ASK_COORDINATOR);
             }
         }
         Object bootstrap = kafka.get(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG);
@@ -101,6 +109,21 @@ public final class TransactionSessionConfig {
         this.closeTimeout = Duration.ofMillis(longValue(session, CLOSE_TIMEOUT_MS, 30_000, 0));
         long maxBlock = longValue(kafka, ProducerConfig.MAX_BLOCK_MS_CONFIG, 60_000, 0);
         this.coordinatorTimeout = Duration.ofMillis(longValue(session, COORDINATOR_TIMEOUT_MS, maxBlock, 1));
+        this.transactionTimeout = Duration.ofMillis(longValue(kafka, ProducerConfig.TRANSACTION_TIMEOUT_CONFIG,
+                60_000, 1));
+        this.prepareAsksCoordinator = booleanValue(session, PREPARE_ASK_COORDINATOR);
+    }
+
+    private static boolean booleanValue(Map<String, ?> configs, String key) {
+        Object v = configs.get(key);
+        if (v == null || v instanceof Boolean) {
+            return Boolean.TRUE.equals(v);
+        }
+        String text = v.toString().trim();
+        if (text.equalsIgnoreCase("true") || text.equalsIgnoreCase("false")) {
+            return Boolean.parseBoolean(text);
+        }
+        throw new InvalidSessionConfigException(key, v, "Expected true or false");
     }
 
     /**
@@ -180,5 +203,15 @@ public final class TransactionSessionConfig {
     /** @return the deadline of one coordinator call */
     public Duration coordinatorTimeout() {
         return this.coordinatorTimeout;
+    }
+
+    /** @return the producer's {@code transaction.timeout.ms} (Kafka's default, 60 s, when not set) */
+    public Duration transactionTimeout() {
+        return this.transactionTimeout;
+    }
+
+    /** @return whether prepareTransaction() always reads the transaction's identity from the coordinator */
+    public boolean prepareAsksCoordinator() {
+        return this.prepareAsksCoordinator;
     }
 }
