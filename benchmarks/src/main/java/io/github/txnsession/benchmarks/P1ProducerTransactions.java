@@ -10,6 +10,7 @@ import java.util.function.Supplier;
 
 import io.github.txnsession.kafka.SessionProducer;
 import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.TransactionSessionPool;
@@ -29,25 +30,41 @@ import org.springframework.transaction.TransactionStatus;
 import org.springframework.transaction.support.DefaultTransactionDefinition;
 
 /**
- * P1, producer transactions: 1- and 10-record transactions on 1 and 4 threads, timed runs. Measures transactions/s
- * and the latency of the commit call (p50/p99).
+ * P1, producer transactions of 1 and 10 records, timed runs. Measures transactions/s and the latency of the commit
+ * call (p50/p99).
  * <ul>
- * <li>a) raw {@code KafkaProducer} loop, one producer per thread;</li>
+ * <li>a) raw {@code KafkaProducer} loop;</li>
  * <li>b) spring-kafka {@code KafkaTransactionManager} + {@code KafkaTemplate}, transaction begun and committed by the
  * manager (what {@code @Transactional} / {@code TransactionTemplate} do);</li>
  * <li>c) this starter's wiring: {@code SessionTransactionManager} + {@code KafkaTemplate} over
  * {@code SessionProducerFactory} and a pool of 4 sessions;</li>
- * <li>d) core {@code TransactionSession} + {@code SessionProducer}, one session per thread.</li>
+ * <li>d) core {@code TransactionSession} + {@code SessionProducer};</li>
+ * <li>e) raw {@code KafkaProducer} rotating over 4 transactional ids on one thread (the reference of what one id
+ * could reach at best).</li>
  * </ul>
+ * One transactional id pays what several ids hide: a transaction that starts while the coordinator still writes the
+ * previous one's markers waits for the broker's back-off. So the one-thread cases say which ids each competitor
+ * uses. <b>one id, fresh</b>: every competitor is new and only ever used by that one thread, so each uses a single
+ * transactional id (spring-kafka's producer cache and the starter's pool hold one producer / session). <b>4-id
+ * rotation, warmed</b>: the same competitors after a 4-thread run, as a long-running application has them:
+ * spring-kafka's cache and the starter's pool rotate over 4; a) and d) rotate over 4 by hand. The <b>tuned
+ * broker</b> case repeats "one id, fresh" on a second broker with {@code add.partitions.to.txn.retry.backoff.ms=1}.
  */
 final class P1ProducerTransactions {
 
     static final String S = "P1";
     private static final int MAX_THREADS = 4;
+    private static final List<String> KEYS = List.of("a", "b", "c", "d", "e");
+    private static final String[] NAMES = { "raw KafkaProducer", "spring-kafka KafkaTransactionManager + KafkaTemplate",
+            "starter SessionTransactionManager + KafkaTemplate", "core TransactionSession + SessionProducer",
+            "raw KafkaProducer, 4 ids in rotation (reference)" };
 
-    /** One transaction of {@code records} records on worker {@code worker}; adds the commit latency. */
+    /**
+     * One transaction of {@code records} records on worker {@code worker} of {@code threads}; adds the commit
+     * latency.
+     */
     interface Competitor extends AutoCloseable {
-        void transaction(int worker, int records, long seq, Latencies commit);
+        void transaction(int worker, int threads, int records, long seq, Latencies commit);
 
         @Override
         void close();
@@ -55,6 +72,7 @@ final class P1ProducerTransactions {
 
     private final Bench bench;
     private final String topic = "p1-out";
+    private int instances;
 
     P1ProducerTransactions(Bench bench) {
         this.bench = bench;
@@ -65,66 +83,138 @@ final class P1ProducerTransactions {
         r.layout(S, "producer transactions (transactions/s; commit latency ms)", "tx_per_s", "commit_p50_ms",
                 "commit_p99_ms");
         this.bench.kafka.createTopic(this.topic, 3);
-        List<String> keys = List.of("a", "b", "c", "d");
-        List<Competitor> all = new ArrayList<>();
-        try {
-            all.add(raw());
-            all.add(springKafka());
-            all.add(starter());
-            all.add(core());
-            String[] names = { "raw KafkaProducer", "spring-kafka KafkaTransactionManager + KafkaTemplate",
-                    "starter SessionTransactionManager + KafkaTemplate", "core TransactionSession + SessionProducer" };
-            // the broker's and the clients' code is cold at first: run every competitor until it is compiled
-            long warm = this.bench.profile.brokerWarmup().toNanos() / 8;
+        // the broker's and the clients' code is cold at first: run every competitor until it is compiled
+        try (Competitors warm = competitors(this.bench, false)) {
+            long slice = this.bench.profile.brokerWarmup().toNanos() / 8;
             for (int round = 0; round < 2; round++) {
                 for (int i : Bench.rotated(List.of(0, 1, 2, 3), round)) {
-                    try {
-                        timedRun(all.get(i), round == 0 ? 1 : 10, MAX_THREADS, Duration.ofNanos(warm));
-                    }
-                    catch (Exception ex) {
-                        Bench.log("P1 warm-up of %s FAILED: %s", keys.get(i), ex);
-                        ex.printStackTrace(System.out);
-                        r.note(S, "**warm-up of " + keys.get(i) + ") failed:** " + ex.getMessage() + " "
-                                + java.util.Arrays.stream(ex.getSuppressed()).map(Throwable::getMessage).distinct()
-                                    .toList() + ".");
-                    }
-                }
-            }
-            Bench.log("P1 warm-up done (%s)", this.bench.profile.brokerWarmup());
-            for (int records : new int[] { 1, 10 }) {
-                for (int threads : new int[] { 1, MAX_THREADS }) {
-                    String caseName = records + " rec/tx, " + threads + " thr";
-                    for (int rep = this.bench.firstRep(); rep < this.bench.profile.repetitions(); rep++) {
-                        for (int i : Bench.rotated(List.of(0, 1, 2, 3), rep)) {
-                            Map<String, Double> m;
-                            try {
-                                m = timedRun(all.get(i), records, threads, this.bench.profile.p1Run());
-                            }
-                            catch (Exception ex) {
-                                // reported, not hidden: the run counts as failed and the table says so
-                                Bench.log("P1 %s %s rep %d FAILED: %s", caseName, keys.get(i), rep, ex);
-                                ex.printStackTrace(System.out);
-                                r.note(S, "**" + caseName + ", " + keys.get(i) + ") rep " + rep + " failed:** "
-                                        + ex.getMessage() + " " + java.util.Arrays.stream(ex.getSuppressed())
-                                            .map(Throwable::getMessage).distinct().toList() + ".");
-                                continue;
-                            }
-                            if (rep >= 0) {
-                                r.record(S, caseName, keys.get(i), names[i], m);
-                            }
-                            Bench.log("P1 %s %s rep %d: %.0f tx/s, commit p50 %.2f ms", caseName, keys.get(i), rep,
-                                    m.get("tx_per_s"), m.get("commit_p50_ms"));
-                        }
-                    }
-                    for (String ours : List.of("c", "d")) {
-                        r.goal(S, caseName, "tx_per_s", ours, "b", 1.05, true);
-                        r.goal(S, caseName, "tx_per_s", ours, "a", 0.95, true);
-                    }
+                    warmUp(warm.get(i), KEYS.get(i), round == 0 ? 1 : 10, MAX_THREADS, Duration.ofNanos(slice));
                 }
             }
         }
-        finally {
-            all.forEach(Competitor::close);
+        Bench.log("P1 warm-up done (%s)", this.bench.profile.brokerWarmup());
+
+        String oneId = "1 rec/tx, 1 thr, one id, fresh";
+        try (Competitors fresh = competitors(this.bench, true)) {
+            measure(fresh, oneId, 1, 1, List.of(0, 1, 2, 3, 4));
+        }
+        r.goal(S, oneId, "tx_per_s", "d", "a", 3.0, true);
+        r.goal(S, oneId, "tx_per_s", "d", "e", 0.7, true);
+        r.goal(S, oneId, "tx_per_s", "c", "b", 1.05, true);
+
+        try (Competitors warmed = competitors(this.bench, false)) {
+            for (int i = 0; i < 4; i++) {
+                warmUp(warmed.get(i), KEYS.get(i), 1, MAX_THREADS, Duration.ofSeconds(1)); // caches and pools of 4
+            }
+            String rotation = "1 rec/tx, 1 thr, 4-id rotation, warmed";
+            measure(warmed, rotation, 1, 1, List.of(0, 1, 2, 3));
+            r.goal(S, rotation, "tx_per_s", "c", "b", 1.05, true);
+            for (int records : new int[] { 1, 10 }) {
+                String caseName = records + " rec/tx, " + MAX_THREADS + " thr";
+                measure(warmed, caseName, records, MAX_THREADS, List.of(0, 1, 2, 3));
+                for (String ours : List.of("c", "d")) {
+                    r.goal(S, caseName, "tx_per_s", ours, "b", 1.05, true);
+                    r.goal(S, caseName, "tx_per_s", ours, "a", 0.95, true);
+                }
+            }
+        }
+
+        String tuned = "1 rec/tx, 1 thr, one id, fresh, tuned broker";
+        try (EmbeddedKafkaCluster tunedKafka = EmbeddedKafkaCluster.builder()
+                .brokerProperty("add.partitions.to.txn.retry.backoff.ms", 1).start()) {
+            Bench tunedBench = new Bench(tunedKafka, this.bench.profile, r);
+            tunedKafka.createTopic(this.topic, 3);
+            try (Competitors warm = competitors(tunedBench, true)) {
+                for (int i = 0; i < 5; i++) {
+                    warmUp(warm.get(i), KEYS.get(i), 1, 1, Duration.ofNanos(this.bench.profile.brokerWarmup()
+                        .toNanos() / 16));
+                }
+            }
+            try (Competitors fresh = competitors(tunedBench, true)) {
+                measure(fresh, tuned, 1, 1, List.of(0, 1, 2, 3, 4));
+            }
+        }
+        r.goal(S, tuned, "tx_per_s", "d", "a", 1.0, true);
+        r.goal(S, tuned, "tx_per_s", "c", "b", 1.05, true);
+        r.note(S, "One-thread cases: \"one id, fresh\" competitors are new and used by one thread only, so each uses "
+                + "one transactional id; \"4-id rotation, warmed\" ones ran on 4 threads first, so spring-kafka's "
+                + "producer cache and the starter's pool rotate over 4 ids, and a) and d) rotate by hand. The tuned "
+                + "broker case runs on a second broker with add.partitions.to.txn.retry.backoff.ms=1 (a static "
+                + "broker setting; default 20 ms).");
+    }
+
+    private void warmUp(Competitor c, String key, int records, int threads, Duration length) {
+        try {
+            timedRun(c, records, threads, length);
+        }
+        catch (Exception ex) {
+            Bench.log("P1 warm-up of %s FAILED: %s", key, ex);
+            ex.printStackTrace(System.out);
+            this.bench.results.note(S, "**warm-up of " + key + ") failed:** " + ex.getMessage() + " "
+                    + java.util.Arrays.stream(ex.getSuppressed()).map(Throwable::getMessage).distinct().toList()
+                    + ".");
+        }
+    }
+
+    private void measure(Competitors all, String caseName, int records, int threads, List<Integer> which) {
+        Results r = this.bench.results;
+        for (int rep = this.bench.firstRep(); rep < this.bench.profile.repetitions(); rep++) {
+            for (int i : Bench.rotated(which, rep)) {
+                Map<String, Double> m;
+                try {
+                    m = timedRun(all.get(i), records, threads, this.bench.profile.p1Run());
+                }
+                catch (Exception ex) {
+                    // reported, not hidden: the run counts as failed and the table says so
+                    Bench.log("P1 %s %s rep %d FAILED: %s", caseName, KEYS.get(i), rep, ex);
+                    ex.printStackTrace(System.out);
+                    r.note(S, "**" + caseName + ", " + KEYS.get(i) + ") rep " + rep + " failed:** " + ex.getMessage()
+                            + " " + java.util.Arrays.stream(ex.getSuppressed()).map(Throwable::getMessage).distinct()
+                                .toList() + ".");
+                    continue;
+                }
+                if (rep >= 0) {
+                    r.record(S, caseName, KEYS.get(i), NAMES[i], m);
+                }
+                Bench.log("P1 %s %s rep %d: %.0f tx/s, commit p50 %.2f ms", caseName, KEYS.get(i), rep,
+                        m.get("tx_per_s"), m.get("commit_p50_ms"));
+            }
+        }
+    }
+
+    /** The five competitors on {@code bench}'s broker, with transactional ids of their own. */
+    private Competitors competitors(Bench on, boolean oneId) {
+        String tag = "p1-" + (this.instances++) + "-";
+        Competitors all = new Competitors();
+        try {
+            all.add(raw(on, tag + "raw-", !oneId));
+            all.add(springKafka(on, tag + "spring-"));
+            all.add(starter(on, tag + "starter-"));
+            all.add(core(on, tag + "core-", !oneId));
+            all.add(raw(on, tag + "rotation-", true));
+        }
+        catch (RuntimeException ex) {
+            all.close();
+            throw ex;
+        }
+        return all;
+    }
+
+    /** The competitors of one case, closed together. */
+    private static final class Competitors implements AutoCloseable {
+        private final List<Competitor> list = new ArrayList<>();
+
+        void add(Competitor c) {
+            this.list.add(c);
+        }
+
+        Competitor get(int i) {
+            return this.list.get(i);
+        }
+
+        @Override
+        public void close() {
+            this.list.forEach(Competitor::close);
         }
     }
 
@@ -144,7 +234,7 @@ final class P1ProducerTransactions {
                     long deadline = window[0] + length.toNanos();
                     long n = 0;
                     while (System.nanoTime() < deadline) {
-                        c.transaction(worker, records, n, lat[worker]);
+                        c.transaction(worker, threads, records, n, lat[worker]);
                         n++;
                     }
                     counts[worker] = n;
@@ -182,21 +272,22 @@ final class P1ProducerTransactions {
         return new ProducerRecord<>(this.topic, "k" + ((seq * 10 + i) % 64), Bench.VALUE);
     }
 
-    // ------------------------------------------------------------------ a) raw
+    /**
+     * On one thread with {@code rotate}, transaction {@code seq} uses producer {@code seq % 4}; otherwise worker
+     * {@code w} uses producer {@code w}.
+     */
+    private static int pick(int worker, int threads, long seq, boolean rotate) {
+        return rotate && threads == 1 ? (int) (seq % MAX_THREADS) : worker;
+    }
 
-    private Competitor raw() {
+    // ------------------------------------------------------------------ a) and e) raw
+
+    private Competitor raw(Bench on, String prefix, boolean rotate) {
         List<KafkaProducer<String, String>> producers = new ArrayList<>();
-        for (int t = 0; t < MAX_THREADS; t++) {
-            Map<String, Object> c = this.bench.producerConfigs();
-            c.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "p1-raw-" + t);
-            KafkaProducer<String, String> p = new KafkaProducer<>(c);
-            p.initTransactions();
-            producers.add(p);
-        }
         return new Competitor() {
             @Override
-            public void transaction(int worker, int records, long seq, Latencies commit) {
-                KafkaProducer<String, String> p = producers.get(worker);
+            public void transaction(int worker, int threads, int records, long seq, Latencies commit) {
+                KafkaProducer<String, String> p = producer(pick(worker, threads, seq, rotate));
                 p.beginTransaction();
                 for (int i = 0; i < records; i++) {
                     p.send(record(seq, i));
@@ -204,6 +295,18 @@ final class P1ProducerTransactions {
                 long t0 = System.nanoTime();
                 p.commitTransaction();
                 commit.add(System.nanoTime() - t0);
+            }
+
+            /** Created on first use, like the caches of b) and c): a one-thread run uses one id. */
+            private synchronized KafkaProducer<String, String> producer(int index) {
+                while (producers.size() <= index) {
+                    Map<String, Object> c = on.producerConfigs();
+                    c.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, prefix + producers.size());
+                    KafkaProducer<String, String> p = new KafkaProducer<>(c);
+                    p.initTransactions();
+                    producers.add(p);
+                }
+                return producers.get(index);
             }
 
             @Override
@@ -215,10 +318,9 @@ final class P1ProducerTransactions {
 
     // ------------------------------------------------------------------ b) spring-kafka
 
-    private Competitor springKafka() {
-        DefaultKafkaProducerFactory<String, String> pf = new DefaultKafkaProducerFactory<>(
-                this.bench.producerConfigs());
-        pf.setTransactionIdPrefix("p1-spring-");
+    private Competitor springKafka(Bench on, String prefix) {
+        DefaultKafkaProducerFactory<String, String> pf = new DefaultKafkaProducerFactory<>(on.producerConfigs());
+        pf.setTransactionIdPrefix(prefix);
         KafkaTemplate<String, String> template = new KafkaTemplate<>(pf);
         KafkaTransactionManager<String, String> tm = new KafkaTransactionManager<>(pf);
         return new SpringCompetitor(tm, (seq, i) -> template.send(record(seq, i)), pf::destroy);
@@ -226,9 +328,9 @@ final class P1ProducerTransactions {
 
     // ------------------------------------------------------------------ c) starter wiring
 
-    private Competitor starter() {
-        Map<String, Object> configs = this.bench.producerConfigs();
-        TransactionSessionPool pool = new TransactionSessionPool("p1-starter-", MAX_THREADS, Duration.ofSeconds(30),
+    private Competitor starter(Bench on, String prefix) {
+        Map<String, Object> configs = on.producerConfigs();
+        TransactionSessionPool pool = new TransactionSessionPool(prefix, MAX_THREADS, Duration.ofSeconds(30),
                 configs, List.of());
         SessionProducerFactory<Object, Object> pf = new SessionProducerFactory<>(pool, stringSerializer(),
                 stringSerializer(), configs);
@@ -266,7 +368,7 @@ final class P1ProducerTransactions {
         }
 
         @Override
-        public void transaction(int worker, int records, long seq, Latencies commit) {
+        public void transaction(int worker, int threads, int records, long seq, Latencies commit) {
             TransactionStatus status = this.tm.getTransaction(this.definition);
             try {
                 for (int i = 0; i < records; i++) {
@@ -290,22 +392,15 @@ final class P1ProducerTransactions {
 
     // ------------------------------------------------------------------ d) core
 
-    private Competitor core() {
+    private Competitor core(Bench on, String prefix, boolean rotate) {
         List<TransactionSession> sessions = new ArrayList<>();
         List<SessionProducer<String, String>> producers = new ArrayList<>();
-        for (int t = 0; t < MAX_THREADS; t++) {
-            Map<String, Object> c = this.bench.producerConfigs();
-            c.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "p1-core-" + t);
-            TransactionSession s = TransactionSession.open(c);
-            s.initialize();
-            sessions.add(s);
-            producers.add(new SessionProducer<>(s, new StringSerializer(), new StringSerializer()));
-        }
         return new Competitor() {
             @Override
-            public void transaction(int worker, int records, long seq, Latencies commit) {
-                TransactionSession s = sessions.get(worker);
-                SessionProducer<String, String> p = producers.get(worker);
+            public void transaction(int worker, int threads, int records, long seq, Latencies commit) {
+                int index = pick(worker, threads, seq, rotate);
+                TransactionSession s = session(index);
+                SessionProducer<String, String> p = producers.get(index);
                 s.beginTransaction();
                 for (int i = 0; i < records; i++) {
                     p.send(record(seq, i));
@@ -313,6 +408,18 @@ final class P1ProducerTransactions {
                 long t0 = System.nanoTime();
                 s.commitTransaction();
                 commit.add(System.nanoTime() - t0);
+            }
+
+            private synchronized TransactionSession session(int index) {
+                while (sessions.size() <= index) {
+                    Map<String, Object> c = on.producerConfigs();
+                    c.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, prefix + sessions.size());
+                    TransactionSession s = TransactionSession.open(c);
+                    s.initialize();
+                    sessions.add(s);
+                    producers.add(new SessionProducer<>(s, new StringSerializer(), new StringSerializer()));
+                }
+                return sessions.get(index);
             }
 
             @Override

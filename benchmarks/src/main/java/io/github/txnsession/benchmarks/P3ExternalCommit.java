@@ -7,6 +7,8 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 
+import io.github.txnsession.kafka.PreparedTransaction;
+import io.github.txnsession.kafka.TransactionCommitter;
 import io.github.txnsession.kafka.TransactionSession;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -22,7 +24,9 @@ import org.apache.kafka.clients.producer.ProducerRecord;
  * producer-based committer pays before it could do anything (kafka-clients has no public call that commits another
  * producer's transaction, so this path does not even commit);</li>
  * <li>b) {@code TransactionSession.resume(id, pid, epoch)} + {@code commitTransaction()}: the transaction is
- * committed when it returns.</li>
+ * committed when it returns;</li>
+ * <li>c) one long-lived {@code TransactionCommitter} (created once, before the measured runs) committing every
+ * transaction by its {@code pid:epoch:startTimeMs} identity: the Flink/Connect committer shape.</li>
  * </ul>
  * Latency: the operation up to the decision (a: constructed and initialized; b: committed), without {@code close()}.
  * Bytes: allocated by the calling thread (including {@code close()}) plus by every thread the operation started
@@ -45,7 +49,7 @@ final class P3ExternalCommit {
         this.threads.setThreadAllocatedMemoryEnabled(true);
     }
 
-    record Prepared(long producerId, short epoch) {
+    record Prepared(long producerId, short epoch, long startTimeMs) {
     }
 
     record Op(long latencyNanos, long bytes, long threadsStarted) {
@@ -57,17 +61,35 @@ final class P3ExternalCommit {
                 "latency_p50_ms", "latency_p99_ms", "bytes_per_op", "threads_per_op");
         this.bench.kafka.createTopic(this.topic, 1);
         String caseName = "commit a prepared 1-record transaction";
-        String[] names = { "new KafkaProducer + initTransactions()", "TransactionSession.resume + commitTransaction()" };
-        List<String> keys = List.of("a", "b");
+        String[] names = { "new KafkaProducer + initTransactions()", "TransactionSession.resume + commitTransaction()",
+                "shared TransactionCommitter.commit()" };
+        List<String> keys = List.of("a", "b", "c");
+        try (TransactionCommitter committer = TransactionCommitter.create(this.bench.kafka.clientConfigs())) {
+            measure(committer, caseName, names, keys);
+        }
+        r.goal(S, caseName, "latency_p50_ms", "b", "a", 0.2, false);
+        r.goal(S, caseName, "latency_p99_ms", "b", "a", 0.2, false);
+        r.goal(S, caseName, "bytes_per_op", "b", "a", 0.1, false);
+        r.goal(S, caseName, "latency_p50_ms", "c", "a", 0.05, false);
+        r.goal(S, caseName, "bytes_per_op", "c", "a", 0.02, false);
+    }
+
+    private void measure(TransactionCommitter committer, String caseName, String[] names, List<String> keys)
+            throws Exception {
+        Results r = this.bench.results;
         for (int rep = this.bench.firstRep(); rep < this.bench.profile.repetitions(); rep++) {
-            for (int i : Bench.rotated(List.of(0, 1), rep)) {
+            for (int i : Bench.rotated(List.of(0, 1, 2), rep)) {
                 Latencies lat = new Latencies();
                 long bytes = 0;
                 long started = 0;
                 int n = this.bench.profile.p3Commits();
                 for (int k = 0; k < n; k++) {
                     Prepared p = prepare();
-                    Op op = i == 0 ? producerPath() : resumePath(p);
+                    Op op = switch (i) {
+                        case 0 -> producerPath();
+                        case 1 -> resumePath(p);
+                        default -> committerPath(committer, p);
+                    };
                     lat.add(op.latencyNanos());
                     bytes += op.bytes();
                     started += op.threadsStarted();
@@ -82,9 +104,16 @@ final class P3ExternalCommit {
                         m.get("latency_p50_ms"), m.get("bytes_per_op"), m.get("threads_per_op"));
             }
         }
-        r.goal(S, caseName, "latency_p50_ms", "b", "a", 0.2, false);
-        r.goal(S, caseName, "latency_p99_ms", "b", "a", 0.2, false);
-        r.goal(S, caseName, "bytes_per_op", "b", "a", 0.1, false);
+    }
+
+    private Op committerPath(TransactionCommitter committer, Prepared prepared) {
+        Probe probe = new Probe();
+        long t0 = System.nanoTime();
+        committer.commit(PREPARER_ID, PreparedTransaction.of(prepared.producerId(), prepared.epoch(),
+                prepared.startTimeMs()));
+        long t1 = System.nanoTime();
+        probe.newThreads();
+        return probe.finish(t1 - t0);
     }
 
     /** Leaves an open transaction with one record for {@link #PREPARER_ID}, as a crashed preparer would. */
@@ -98,7 +127,7 @@ final class P3ExternalCommit {
             p.send(new ProducerRecord<>(this.topic, "k", Bench.VALUE)).get(30, TimeUnit.SECONDS);
             TransactionDescription d = this.bench.kafka.admin().describeTransactions(List.of(PREPARER_ID))
                 .description(PREPARER_ID).get(30, TimeUnit.SECONDS);
-            return new Prepared(d.producerId(), (short) d.producerEpoch());
+            return new Prepared(d.producerId(), (short) d.producerEpoch(), d.transactionStartTimeMs().orElse(-1));
         }
         finally {
             p.close(Duration.ZERO); // does not abort the open transaction

@@ -85,10 +85,8 @@ final class KafkaTransactionSession implements TransactionSession {
     private volatile boolean wrote;
     /** live: counts transactions, so that a late finding about one never touches the next (heartbeat) */
     private volatile long generation;
-    /** live: when the open transaction began ({@link System#nanoTime()}) */
-    private volatile long beganNanos;
-    /** live: the last acknowledged write (a record or an offsets call), or null */
-    private volatile @Nullable WriteMark lastWrite;
+    /** live: watches the coordinator finish the last end that reached it, for the next first write; or null */
+    private volatile @Nullable TransactionEndWatch endWatch;
     /** live: the last commit timed out; kafka-clients keeps its EndTxn(commit) and only lets it be awaited again */
     private volatile boolean commitPending;
     /** the transaction failed fatally on a thread that could not tell the participants; the next call does */
@@ -287,7 +285,6 @@ final class KafkaTransactionSession implements TransactionSession {
             this.commitPending = false;
             this.sendFailure.set(null);
             this.generation++;
-            this.beganNanos = System.nanoTime();
             move(SessionState.IN_TRANSACTION);
         }
         finally {
@@ -318,11 +315,13 @@ final class KafkaTransactionSession implements TransactionSession {
             ConsumerGroupMetadata groupMetadata) {
         Objects.requireNonNull(offsets, "offsets");
         Objects.requireNonNull(groupMetadata, "groupMetadata");
+        if (!offsets.isEmpty()) {
+            awaitPreviousEnd();
+        }
         participate(SessionOperation.SEND_OFFSETS, () -> {
             if (!offsets.isEmpty()) {
                 this.wrote = true;
                 liveProducer().sendOffsetsToTransaction(offsets, groupMetadata);
-                this.lastWrite = new WriteMark(this.generation, System.nanoTime());
             }
             return null;
         });
@@ -333,7 +332,6 @@ final class KafkaTransactionSession implements TransactionSession {
         Lock write = lockForLifecycle(SessionOperation.PREPARE);
         try {
             SessionStateMachine.check(this.transactionalId, this.state, SessionOperation.PREPARE);
-            long flushStarted = System.nanoTime();
             try {
                 beforeCommit();
                 liveProducer().flush();
@@ -347,10 +345,7 @@ final class KafkaTransactionSession implements TransactionSession {
                 throw new SessionAbortableException(this.transactionalId,
                         "prepareTransaction() found a failed send (" + failedSend + ").", failedSend);
             }
-            PreparedTransaction prepared = !this.wrote ? emptyTransaction() : knownOpenTransaction(flushStarted);
-            if (prepared == null) {
-                prepared = readOpenTransaction();
-            }
+            PreparedTransaction prepared = this.wrote ? readOpenTransaction() : emptyTransaction();
             this.txn = prepared;
             move(SessionState.PREPARED);
             log.debug("Transaction session '{}' prepared {}", this.transactionalId, prepared);
@@ -365,36 +360,6 @@ final class KafkaTransactionSession implements TransactionSession {
         ProducerIdentity known = this.producerIdentity;
         return known == null ? PreparedTransaction.empty(-1, (short) -1)
                 : PreparedTransaction.empty(known.producerId(), known.epoch());
-    }
-
-    /**
-     * The fast path of a prepare that wrote: the identity without asking the coordinator, or null when the session
-     * cannot vouch for it. With transaction version 2 a write the broker acknowledged in this transaction means the
-     * coordinator registered the transaction under the producer's epoch, and a certain {@link ProducerIdentity} is
-     * that epoch. What the coordinator look adds, proof that Kafka is reachable now and that no successor fenced the
-     * producer and no timeout aborted the transaction so far, a write acknowledged during this prepare's flush gives
-     * too (a fenced or aborted epoch is refused by the partition leader); without one, or when the transaction is
-     * past half its timeout, the coordinator is asked.
-     *
-     * @param flushStarted when this prepare began flushing ({@link System#nanoTime()})
-     */
-    private @Nullable PreparedTransaction knownOpenTransaction(long flushStarted) {
-        ProducerIdentity known = this.producerIdentity;
-        WriteMark write = this.lastWrite;
-        if (this.config.prepareAsksCoordinator() || known == null || !known.certain() || write == null
-                || write.generation() != this.generation || write.nanos() - flushStarted < 0) {
-            return null;
-        }
-        if (System.nanoTime() - this.beganNanos > this.config.transactionTimeout().toNanos() / 2) {
-            return null;
-        }
-        try {
-            return coordinator().transactionVersion2()
-                    ? PreparedTransaction.writtenUnderVersion2(known.producerId(), known.epoch()) : null;
-        }
-        catch (RuntimeException ex) {
-            return null; // the coordinator look will tell
-        }
     }
 
     /** The open transaction wrote: the coordinator must show it Ongoing under this producer's identity. */
@@ -418,7 +383,6 @@ final class KafkaTransactionSession implements TransactionSession {
         if (found.isPresent() && found.get().isOngoing() && known.producerId() == found.get().producerId()
                 && known.epoch() == found.get().producerEpoch()) {
             TransactionDescription d = found.get();
-            this.producerIdentity = new ProducerIdentity(d.producerId(), d.producerEpoch()); // confirmed: certain
             return PreparedTransaction.of(d.producerId(), d.producerEpoch(), d.startTimeMs());
         }
         String seen = CoordinatorView.describeForMessage(found);
@@ -666,15 +630,39 @@ final class KafkaTransactionSession implements TransactionSession {
     private void endedCleanly(boolean committed) {
         ProducerIdentity known = this.producerIdentity;
         if (known != null && this.wrote) {
-            this.producerIdentity = this.sendFailure.get() != null ? null : afterEnd(known, committed);
+            this.producerIdentity = this.sendFailure.get() != null ? null : afterEnd(known);
+        }
+        if (this.wrote && this.config.awaitTransactionEnd()) {
+            watchEnd();
         }
         ended(committed);
     }
 
-    /** The producer's identity after a clean end; null (read again before the next prepare) if it cannot be told. */
-    private @Nullable ProducerIdentity afterEnd(ProducerIdentity known, boolean committed) {
+    /** The end reached the coordinator: watch it finish, for the next transaction's first write. */
+    private void watchEnd() {
         try {
-            return known.afterEnd(coordinator().transactionVersion2(), committed);
+            this.endWatch = TransactionEndWatch.start(coordinator());
+        }
+        catch (RuntimeException ex) {
+            this.endWatch = null; // no coordinator view (closing): nothing to wait for
+        }
+    }
+
+    /**
+     * Before a write: if it may be the transaction's first and the previous end is still being finished by the
+     * coordinator, wait for that (bounded; see {@link TransactionEndWatch}). Never on the producer's I/O thread.
+     */
+    private void awaitPreviousEnd() {
+        TransactionEndWatch watch = this.endWatch;
+        if (watch != null && !this.wrote && !watch.isDone() && !onProducerIoThread()) {
+            watch.awaitEnd();
+        }
+    }
+
+    /** The producer's identity after a clean end; null (read again before the next prepare) if it cannot be told. */
+    private @Nullable ProducerIdentity afterEnd(ProducerIdentity known) {
+        try {
+            return known.afterEnd(coordinator().transactionVersion2());
         }
         catch (RuntimeException ex) {
             return null;
@@ -890,7 +878,7 @@ final class KafkaTransactionSession implements TransactionSession {
         }
         TransactionDescription d = found.get();
         String seen = CoordinatorView.describeForMessage(found);
-        if (open != null && open.namesOneTransaction()) {
+        if (open != null && open.hasStartTime()) {
             // prepared (or seen open before): its own standing says it all
             return switch (view.standing(open, found)) {
                 case OPEN, COMMITTING, COMMITTED -> null; // COMMIT*: completed by another committer of this prepare
@@ -1179,15 +1167,12 @@ final class KafkaTransactionSession implements TransactionSession {
     // ---------------------------------------------------------------- data path (bound producers)
 
     Future<RecordMetadata> send(ProducerRecord<byte[], byte[]> record, @Nullable Callback callback) {
+        awaitPreviousEnd();
         return participate(SessionOperation.SEND, () -> {
             this.wrote = true;
-            long gen = this.generation;
             return liveProducer().send(record, (metadata, exception) -> {
                 if (exception != null) {
                     this.sendFailure.compareAndSet(null, exception);
-                }
-                else {
-                    this.lastWrite = new WriteMark(gen, System.nanoTime());
                 }
                 if (callback != null) {
                     callback.onCompletion(metadata, exception);
@@ -1409,11 +1394,15 @@ final class KafkaTransactionSession implements TransactionSession {
                     + "synchronously, or a participant); it would wait for itself. Call it after send() returns, or "
                     + "from another thread.");
         }
-        if (this.producer != null && Thread.currentThread().getName().equals(this.producerIoThread)) {
+        if (onProducerIoThread()) {
             throw new IllegalStateException("Transaction session '" + this.transactionalId + "': " + operation.call()
                     + " was called from the producer's I/O thread (a send callback); the call needs that thread "
                     + "and would wait for itself. Hand the call to another thread.");
         }
+    }
+
+    private boolean onProducerIoThread() {
+        return this.producer != null && Thread.currentThread().getName().equals(this.producerIoThread);
     }
 
     private void beforeCommit() {
@@ -1504,9 +1493,5 @@ final class KafkaTransactionSession implements TransactionSession {
             }
         }
         this.state = SessionState.CLOSED;
-    }
-
-    /** A write the broker acknowledged: the transaction (generation) it belonged to, and when. */
-    private record WriteMark(long generation, long nanos) {
     }
 }

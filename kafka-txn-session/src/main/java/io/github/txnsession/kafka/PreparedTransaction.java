@@ -20,10 +20,6 @@ import org.jspecify.annotations.Nullable;
  * <li>{@code pid:epoch:startTimeMs}: a transaction that wrote records or offsets; completing it touches only the
  * transaction that started at that time, with that producer id (or the id the coordinator moved to when the epoch
  * overflowed).</li>
- * <li>{@code pid:epoch:tv2}: a transaction that wrote, prepared under transaction version 2 by a session that knew its
- * producer's epoch without asking the coordinator (the fast path of {@code prepareTransaction()}, see
- * {@link #writtenUnderVersion2(long, short)}). With version 2 every end of a transaction that reached the coordinator
- * bumps the epoch, so no later transaction of the id can hold {@code pid:epoch}: the epoch alone names it.</li>
  * <li>{@code pid:epoch:empty}: nothing was written; completing it is a no-op ({@link CompletionOutcome#EMPTY}) and
  * never touches a later transaction.</li>
  * <li>{@code pid:epoch}: the legacy form (from a {@link PreparedTxnState}); the start time is unknown, so completion
@@ -34,29 +30,24 @@ import org.jspecify.annotations.Nullable;
  * <p>Not guaranteed: two transactions of one transactional id that the coordinator starts within the same
  * millisecond can be confused: with transaction version 1 (same epoch) always, with version 2 only when the second
  * starts in the millisecond the first ended and is then aborted (the aborted later one reads as this one). The
- * coordinator's clock has millisecond resolution; nothing finer is exposed. A {@code tv2} identity relies on the
- * cluster staying at transaction version 2 until the transaction is completed: a downgrade to version 1 in between
- * is not supported.
+ * coordinator's clock has millisecond resolution; nothing finer is exposed.
  *
  * <p>Immutable; {@link #toString()} is the storable form and {@link #parse(String)} reads it back.
  */
 public final class PreparedTransaction {
 
     private static final String EMPTY = "empty";
-    private static final String VERSION_2 = "tv2";
 
     private final long producerId;
     private final short epoch;
     private final long startTimeMs;
     private final boolean empty;
-    private final boolean namedByEpoch;
 
-    private PreparedTransaction(long producerId, short epoch, long startTimeMs, boolean empty, boolean namedByEpoch) {
+    private PreparedTransaction(long producerId, short epoch, long startTimeMs, boolean empty) {
         this.producerId = producerId;
         this.epoch = epoch;
         this.startTimeMs = startTimeMs;
         this.empty = empty;
-        this.namedByEpoch = namedByEpoch;
     }
 
     /**
@@ -73,27 +64,7 @@ public final class PreparedTransaction {
             throw new IllegalArgumentException("A prepared transaction needs a producer id and epoch >= 0, got "
                     + producerId + ":" + epoch);
         }
-        return new PreparedTransaction(producerId, epoch, startTimeMs < 0 ? -1 : startTimeMs, false, false);
-    }
-
-    /**
-     * A transaction that wrote records or offsets and was prepared while the cluster ran transaction version 2, named
-     * by its producer id and epoch alone. Only valid for such a transaction: with version 2 the coordinator bumps the
-     * epoch whenever a transaction that reached it ends, so a later transaction never holds the same
-     * {@code producerId:epoch}. For stores that keep an identity's parts in separate fields; otherwise
-     * {@link #parse(String)} reads the {@code pid:epoch:tv2} form back.
-     *
-     * @param producerId the producer id the transaction was written with
-     * @param epoch the producer epoch the transaction was written with
-     * @return the identity
-     * @throws IllegalArgumentException for a negative producer id or epoch
-     */
-    public static PreparedTransaction writtenUnderVersion2(long producerId, short epoch) {
-        if (producerId < 0 || epoch < 0) {
-            throw new IllegalArgumentException("A prepared transaction needs a producer id and epoch >= 0, got "
-                    + producerId + ":" + epoch);
-        }
-        return new PreparedTransaction(producerId, epoch, -1, false, true);
+        return new PreparedTransaction(producerId, epoch, startTimeMs < 0 ? -1 : startTimeMs, false);
     }
 
     /**
@@ -104,7 +75,7 @@ public final class PreparedTransaction {
      * @return the identity
      */
     public static PreparedTransaction empty(long producerId, short epoch) {
-        return new PreparedTransaction(producerId, epoch, -1, true, false);
+        return new PreparedTransaction(producerId, epoch, -1, true);
     }
 
     /**
@@ -125,11 +96,11 @@ public final class PreparedTransaction {
     }
 
     /**
-     * Reads the form {@link #toString()} writes: {@code pid:epoch:startTimeMs}, {@code pid:epoch:tv2},
-     * {@code pid:epoch:empty}, or the legacy {@code pid:epoch}.
+     * Reads the form {@link #toString()} writes: {@code pid:epoch:startTimeMs}, {@code pid:epoch:empty}, or the
+     * legacy {@code pid:epoch}.
      *
      * @param text the stored form; not null; leading and trailing whitespace is ignored
-     * @return the identity {@code text} names: with its start time, named by its epoch, empty, or legacy
+     * @return the identity {@code text} names: with its start time, empty, or legacy (start time -1)
      * @throws IllegalArgumentException naming what is wrong, for anything else
      */
     public static PreparedTransaction parse(String text) {
@@ -137,8 +108,8 @@ public final class PreparedTransaction {
         String[] parts = text.trim().split(":");
         if (parts.length < 2 || parts.length > 3) {
             throw new IllegalArgumentException("Not a prepared transaction: '" + text + "'. Expected "
-                    + "'producerId:epoch:startTimeMs', 'producerId:epoch:tv2', 'producerId:epoch:empty' or "
-                    + "'producerId:epoch', as written by PreparedTransaction.toString()");
+                    + "'producerId:epoch:startTimeMs', 'producerId:epoch:empty' or 'producerId:epoch', as written by "
+                    + "PreparedTransaction.toString()");
         }
         try {
             long pid = Long.parseLong(parts[0]);
@@ -149,9 +120,6 @@ public final class PreparedTransaction {
             if (EMPTY.equals(parts[2])) {
                 return empty(pid, epoch);
             }
-            if (VERSION_2.equals(parts[2])) {
-                return writtenUnderVersion2(pid, epoch);
-            }
             long start = Long.parseLong(parts[2]);
             if (start < 0) {
                 throw new IllegalArgumentException("Not a prepared transaction: '" + text + "': the start time must "
@@ -161,8 +129,7 @@ public final class PreparedTransaction {
         }
         catch (NumberFormatException ex) {
             throw new IllegalArgumentException("Not a prepared transaction: '" + text + "': " + ex.getMessage()
-                    + ". Expected 'producerId:epoch:startTimeMs', 'producerId:epoch:tv2', 'producerId:epoch:empty' or "
-                    + "'producerId:epoch'", ex);
+                    + ". Expected 'producerId:epoch:startTimeMs', 'producerId:epoch:empty' or 'producerId:epoch'", ex);
         }
     }
 
@@ -176,27 +143,14 @@ public final class PreparedTransaction {
         return this.epoch;
     }
 
-    /** @return the coordinator's start time of the transaction, or -1 when unknown (legacy, tv2 or empty form) */
+    /** @return the coordinator's start time of the transaction, or -1 when unknown (legacy form, or empty) */
     public long startTimeMs() {
         return this.startTimeMs;
     }
 
-    /** @return whether the start time is known (the identity then names exactly one transaction) */
+    /** @return whether the start time is known, so the identity names exactly one transaction */
     public boolean hasStartTime() {
         return this.startTimeMs >= 0;
-    }
-
-    /**
-     * @return whether this is a {@code tv2} identity: it wrote, was prepared under transaction version 2, and its
-     *         producer id and epoch alone name it (see {@link #writtenUnderVersion2(long, short)})
-     */
-    public boolean isNamedByEpoch() {
-        return this.namedByEpoch;
-    }
-
-    /** @return whether the identity names exactly one transaction: it has its start time or is a {@code tv2} one */
-    public boolean namesOneTransaction() {
-        return hasStartTime() || this.namedByEpoch;
     }
 
     /** @return whether the transaction wrote nothing (completing it is a no-op) */
@@ -206,17 +160,14 @@ public final class PreparedTransaction {
 
     /**
      * @return Kafka's {@code producerId:epoch} form, for APIs that take a {@link PreparedTxnState}. It loses the
-     *         start time and the empty and tv2 marks; see the class description for what that costs.
+     *         start time and the empty mark; see the class description for what that costs.
      */
     public PreparedTxnState toPreparedTxnState() {
         return this.producerId < 0 || this.epoch < 0 ? new PreparedTxnState()
                 : new PreparedTxnState(this.producerId + ":" + this.epoch);
     }
 
-    /**
-     * @return whether {@code other} names the same transaction (forms without a start time match on producer id and
-     *         epoch)
-     */
+    /** @return whether {@code other} names the same transaction (a legacy form matches on producer id and epoch) */
     boolean sameTransaction(PreparedTransaction other) {
         if (this.empty || other.empty) {
             return this.equals(other);
@@ -227,18 +178,12 @@ public final class PreparedTransaction {
         return !this.hasStartTime() || !other.hasStartTime() || this.startTimeMs == other.startTimeMs;
     }
 
-    /**
-     * The storable form: {@code pid:epoch:startTimeMs}, {@code pid:epoch:tv2}, {@code pid:epoch:empty} or the legacy
-     * {@code pid:epoch}.
-     */
+    /** The storable form: {@code pid:epoch:startTimeMs}, {@code pid:epoch:empty} or the legacy {@code pid:epoch}. */
     @Override
     public String toString() {
         String base = this.producerId + ":" + this.epoch;
         if (this.empty) {
             return base + ":" + EMPTY;
-        }
-        if (this.namedByEpoch) {
-            return base + ":" + VERSION_2;
         }
         return hasStartTime() ? base + ":" + this.startTimeMs : base;
     }
@@ -246,11 +191,11 @@ public final class PreparedTransaction {
     @Override
     public boolean equals(@Nullable Object o) {
         return o instanceof PreparedTransaction p && p.producerId == this.producerId && p.epoch == this.epoch
-                && p.startTimeMs == this.startTimeMs && p.empty == this.empty && p.namedByEpoch == this.namedByEpoch;
+                && p.startTimeMs == this.startTimeMs && p.empty == this.empty;
     }
 
     @Override
     public int hashCode() {
-        return Objects.hash(this.producerId, this.epoch, this.startTimeMs, this.empty, this.namedByEpoch);
+        return Objects.hash(this.producerId, this.epoch, this.startTimeMs, this.empty);
     }
 }

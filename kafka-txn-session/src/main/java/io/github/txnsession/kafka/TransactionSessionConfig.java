@@ -21,10 +21,14 @@ import org.jspecify.annotations.Nullable;
  * <li>{@value #CLOSE_TIMEOUT_MS}: how long {@link TransactionSession#close()} waits (default 30000);</li>
  * <li>{@value #COORDINATOR_TIMEOUT_MS}: deadline of a call to the transaction coordinator, including retries
  * (default {@code max.block.ms}, 60000);</li>
- * <li>{@value #PREPARE_ASK_COORDINATOR}: when true, {@link TransactionSession#prepareTransaction()} always reads the
- * open transaction from the coordinator (one round trip) and hands out its start-time identity; when false (default)
- * it does so only when it cannot name the transaction by its epoch (see {@link PreparedTransaction}).</li>
+ * <li>{@value #AWAIT_TRANSACTION_END}: when true (default), the first write of a transaction waits (at most 10 ms) until
+ * the coordinator has finished the session's previous commit or abort, which a background look watches right after
+ * it; a write that met the unfinished end would be retried only after the broker's back-off (20 ms).</li>
  * </ul>
+ *
+ * <p>One producer default differs from Kafka's: {@code retry.backoff.ms} is 1 ms unless set (Kafka: 100 ms, growing
+ * exponentially up to {@code retry.backoff.max.ms}). With transaction version 1 the client itself retries an
+ * AddPartitionsToTxn that met the previous transaction's unfinished end, after that back-off.
  */
 public final class TransactionSessionConfig {
 
@@ -36,8 +40,10 @@ public final class TransactionSessionConfig {
     public static final String CLOSE_TIMEOUT_MS = "session.close.timeout.ms";
     /** Deadline of one coordinator call in ms (retries included). */
     public static final String COORDINATOR_TIMEOUT_MS = "session.coordinator.timeout.ms";
-    /** Whether prepareTransaction() always asks the coordinator for the transaction's identity (true or false). */
-    public static final String PREPARE_ASK_COORDINATOR = "session.prepare.ask-coordinator";
+    /** Whether a transaction's first write waits for the coordinator to finish the previous end (true or false). */
+    public static final String AWAIT_TRANSACTION_END = "session.await-transaction-end";
+    /** The session's default {@code retry.backoff.ms} of its producer. */
+    static final int DEFAULT_RETRY_BACKOFF_MS = 1;
 
     private final String transactionalId;
     private final Map<String, Object> producerConfigs;
@@ -45,8 +51,7 @@ public final class TransactionSessionConfig {
     private final Duration heartbeatInterval;
     private final Duration closeTimeout;
     private final Duration coordinatorTimeout;
-    private final Duration transactionTimeout;
-    private final boolean prepareAsksCoordinator;
+    private final boolean awaitTransactionEnd;
 
     private TransactionSessionConfig(Map<String, ?> configs, @Nullable String transactionalIdOverride) {
         Map<String, Object> kafka = new HashMap<>();
@@ -64,10 +69,10 @@ public final class TransactionSessionConfig {
         });
         for (String key : session.keySet()) {
             if (!key.equals(HEARTBEAT_INTERVAL_MS) && !key.equals(CLOSE_TIMEOUT_MS)
-                    && !key.equals(COORDINATOR_TIMEOUT_MS) && !key.equals(PREPARE_ASK_COORDINATOR)) {
+                    && !key.equals(COORDINATOR_TIMEOUT_MS) && !key.equals(AWAIT_TRANSACTION_END)) {
                 throw new InvalidSessionConfigException(key, session.get(key), "Unknown session config; known keys are "
                         + HEARTBEAT_INTERVAL_MS + ", " + CLOSE_TIMEOUT_MS + ", " + COORDINATOR_TIMEOUT_MS + ", "
-                        + PREPARE_ASK_COORDINATOR);
+                        + AWAIT_TRANSACTION_END);
             }
         }
         Object bootstrap = kafka.get(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG);
@@ -103,21 +108,23 @@ public final class TransactionSessionConfig {
         producer.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
         producer.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
         producer.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+        producer.putIfAbsent(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, DEFAULT_RETRY_BACKOFF_MS);
         producer.putIfAbsent(ProducerConfig.CLIENT_ID_CONFIG, "txn-session-" + this.transactionalId);
         this.producerConfigs = Map.copyOf(producer);
         this.heartbeatInterval = Duration.ofMillis(longValue(session, HEARTBEAT_INTERVAL_MS, 0, 0));
         this.closeTimeout = Duration.ofMillis(longValue(session, CLOSE_TIMEOUT_MS, 30_000, 0));
         long maxBlock = longValue(kafka, ProducerConfig.MAX_BLOCK_MS_CONFIG, 60_000, 0);
         this.coordinatorTimeout = Duration.ofMillis(longValue(session, COORDINATOR_TIMEOUT_MS, maxBlock, 1));
-        this.transactionTimeout = Duration.ofMillis(longValue(kafka, ProducerConfig.TRANSACTION_TIMEOUT_CONFIG,
-                60_000, 1));
-        this.prepareAsksCoordinator = booleanValue(session, PREPARE_ASK_COORDINATOR);
+        this.awaitTransactionEnd = booleanValue(session, AWAIT_TRANSACTION_END, true);
     }
 
-    private static boolean booleanValue(Map<String, ?> configs, String key) {
+    private static boolean booleanValue(Map<String, ?> configs, String key, boolean defaultValue) {
         Object v = configs.get(key);
-        if (v == null || v instanceof Boolean) {
-            return Boolean.TRUE.equals(v);
+        if (v == null) {
+            return defaultValue;
+        }
+        if (v instanceof Boolean b) {
+            return b;
         }
         String text = v.toString().trim();
         if (text.equalsIgnoreCase("true") || text.equalsIgnoreCase("false")) {
@@ -205,13 +212,8 @@ public final class TransactionSessionConfig {
         return this.coordinatorTimeout;
     }
 
-    /** @return the producer's {@code transaction.timeout.ms} (Kafka's default, 60 s, when not set) */
-    public Duration transactionTimeout() {
-        return this.transactionTimeout;
-    }
-
-    /** @return whether prepareTransaction() always reads the transaction's identity from the coordinator */
-    public boolean prepareAsksCoordinator() {
-        return this.prepareAsksCoordinator;
+    /** @return whether a transaction's first write waits for the coordinator to finish the previous end */
+    public boolean awaitTransactionEnd() {
+        return this.awaitTransactionEnd;
     }
 }

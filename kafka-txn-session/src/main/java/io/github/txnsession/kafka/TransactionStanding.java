@@ -48,11 +48,6 @@ import io.github.txnsession.kafka.internals.TransactionDescription;
  * </pre>
  * (*) cannot be told apart from a later transaction at the same epoch (version 1, or after an empty transaction):
  * this is why {@link PreparedTransaction} carries the start time.
- *
- * <h2>A {@code tv2} identity (it wrote, prepared under version 2): the version 2 column, without the ambiguity</h2>
- * The transaction reached the coordinator at {@code E}, so its own end moved the id to {@code E+1} and no later
- * transaction holds {@code P:E}: the rows marked (*) name it. NOT_REGISTERED cannot be its standing (it was
- * registered), so a coordinator showing {@code P:E} not Ongoing is read as UNKNOWN, never as "nothing to do".
  */
 enum TransactionStanding {
 
@@ -91,11 +86,8 @@ enum TransactionStanding {
             return UNKNOWN_ID;
         }
         TransactionDescription d = description.get();
-        if (expected.hasStartTime()) {
-            return byStartTime(expected, d, transactionVersion2);
-        }
-        TransactionStanding standing = byEpoch(expected, d, transactionVersion2);
-        return expected.isNamedByEpoch() && standing == NOT_REGISTERED ? UNKNOWN : standing;
+        return expected.hasStartTime() ? byStartTime(expected, d, transactionVersion2)
+                : byEpoch(expected, d, transactionVersion2);
     }
 
     private static TransactionStanding byStartTime(PreparedTransaction expected, TransactionDescription d,

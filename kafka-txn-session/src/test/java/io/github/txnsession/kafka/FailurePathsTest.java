@@ -159,78 +159,6 @@ class FailurePathsTest {
         assertThat(values(readCommitted(cluster(), out))).containsExactly("next");
     }
 
-    // ------------------------------------------------------------------ the identity a prepare hands out
-
-    /**
-     * prepareTransaction() names a transaction by its epoch (no coordinator round trip) only while the session knows
-     * that epoch for certain and its last write is fresh; otherwise it reads the start time from the coordinator.
-     */
-    @Test
-    void aPrepareNamesTheTransactionByItsEpochOnlyWhenTheEpochIsCertain() throws Exception {
-        String out = topic("identity-out", 1);
-        String txnId = EmbeddedKafkaCluster.uniqueName("tx-identity");
-        // records wait for the prepare's flush, which then carries them (a long linger)
-        try (TransactionSession session = session(txnId, Map.of(ProducerConfig.LINGER_MS_CONFIG, 60_000))) {
-            SessionProducer<String, String> producer = producer(session);
-            // read from the coordinator at initialize(): certain
-            PreparedTransaction first = sendAndPrepare(session, producer, out, "one");
-            assertThat(first.isNamedByEpoch()).as(first.toString()).isTrue();
-            assertThat(coordinatorEpoch(txnId)).isEqualTo(first.epoch());
-            session.commitTransaction();
-            // a commit moves a certain epoch on by one
-            PreparedTransaction second = sendAndPrepare(session, producer, out, "two");
-            assertThat(second.isNamedByEpoch()).as(second.toString()).isTrue();
-            assertThat(second.epoch()).isEqualTo((short) (first.epoch() + 1));
-            assertThat(coordinatorEpoch(txnId)).isEqualTo(second.epoch());
-            session.commitTransaction();
-            // completed from another process: the latest is reported committed, the earlier one is no longer known
-            try (TransactionSession resumed = TransactionSession.resume(txnId, second, clientConfigs())) {
-                assertThat(resumed.completeTransaction(second)).isEqualTo(CompletionOutcome.ALREADY_COMMITTED);
-            }
-            try (TransactionSession resumed = TransactionSession.resume(txnId, first, clientConfigs())) {
-                assertThatThrownBy(() -> resumed.completeTransaction(first))
-                    .isInstanceOf(TransactionSupersededException.class);
-            }
-            // an abort of a transaction that wrote leaves the epoch uncertain: the next prepare asks the coordinator
-            session.beginTransaction();
-            producer.send(new ProducerRecord<>(out, "k", "aborted"));
-            producer.flush(); // it reached the leader: the abort bumps the epoch
-            session.abortTransaction();
-            PreparedTransaction third = sendAndPrepare(session, producer, out, "three");
-            assertThat(third.hasStartTime()).as(third.toString()).isTrue();
-            session.commitTransaction();
-            // ... and that look made it certain again
-            PreparedTransaction fourth = sendAndPrepare(session, producer, out, "four");
-            assertThat(fourth.isNamedByEpoch()).as(fourth.toString()).isTrue();
-            session.commitTransaction();
-            // a prepare whose flush carries nothing has not talked to Kafka (it may be down): ask the coordinator
-            session.beginTransaction();
-            producer.send(new ProducerRecord<>(out, "k", "five"));
-            producer.flush();
-            PreparedTransaction fifth = session.prepareTransaction();
-            assertThat(fifth.hasStartTime()).as(fifth.toString()).isTrue();
-            session.commitTransaction();
-        }
-        try (TransactionSession asks = session(txnId, Map.of(TransactionSessionConfig.PREPARE_ASK_COORDINATOR, true))) {
-            PreparedTransaction asked = sendAndPrepare(asks, producer(asks), out, "six");
-            assertThat(asked.hasStartTime()).as(asked.toString()).isTrue();
-            asks.commitTransaction();
-        }
-        assertThat(values(readCommitted(cluster(), out))).containsExactly("one", "two", "three", "four", "five", "six");
-    }
-
-    private static PreparedTransaction sendAndPrepare(TransactionSession session, SessionProducer<String, String> producer,
-            String topic, String value) {
-        session.beginTransaction();
-        producer.send(new ProducerRecord<>(topic, "k", value));
-        return session.prepareTransaction();
-    }
-
-    private static short coordinatorEpoch(String txnId) throws Exception {
-        return (short) cluster().admin().describeTransactions(List.of(txnId)).description(txnId)
-            .get(10, TimeUnit.SECONDS).producerEpoch();
-    }
-
     // ------------------------------------------------------------------ 1 and 9: stale and racing completions
 
     @Test
@@ -242,7 +170,7 @@ class FailurePathsTest {
             session.beginTransaction();
             producer.send(new ProducerRecord<>(out, "k", "first"));
             PreparedTransaction first = session.prepareTransaction();
-            assertThat(first.namesOneTransaction()).isTrue();
+            assertThat(first.hasStartTime()).isTrue();
             session.commitTransaction();
             // the first one is the coordinator's latest and committed: a retried completion reports it
             try (TransactionSession resumed = TransactionSession.resume(txnId, first, clientConfigs())) {

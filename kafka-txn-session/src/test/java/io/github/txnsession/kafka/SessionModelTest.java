@@ -74,7 +74,6 @@ abstract class SessionModelTest {
     }
 
     private final Map<Op, Integer> counts = new EnumMap<>(Op.class);
-    private final Map<String, Integer> forms = new java.util.TreeMap<>();
     private Random random;
     private String txnId;
     private String topic;
@@ -129,8 +128,7 @@ abstract class SessionModelTest {
         log.info("Session model: {} steps in {} ms, seed {}: {}; {} records committed", steps,
                 (System.nanoTime() - started) / 1_000_000, seed, this.counts, this.visible.size());
         System.out.println("SessionModelTest " + steps + " steps in " + (System.nanoTime() - started) / 1_000_000
-                + " ms: " + this.counts + ", " + this.visible.size() + " records committed, prepared identities "
-                + this.forms);
+                + " ms: " + this.counts + ", " + this.visible.size() + " records committed");
     }
 
     private Op pick() {
@@ -221,7 +219,7 @@ abstract class SessionModelTest {
                     this.open.add(value);
                 }
                 if (this.random.nextBoolean()) {
-                    this.unflushed = true; // left for the prepare's flush (the fast path of its identity)
+                    this.unflushed = true; // left for the prepare's (or the commit's) flush
                 }
                 else {
                     this.producer.flush(); // registered at the coordinator once the leader has the records
@@ -237,8 +235,7 @@ abstract class SessionModelTest {
                 }
                 assertThat(p.isEmpty()).as("empty iff nothing was sent").isEqualTo(!this.registered);
                 if (!p.isEmpty()) {
-                    assertThat(p.namesOneTransaction()).isTrue();
-                    this.forms.merge(p.isNamedByEpoch() ? "tv2" : "startTime", 1, Integer::sum);
+                    assertThat(p.hasStartTime()).isTrue();
                 }
                 this.current = new Prepared(p, this.registration);
                 this.prepared.add(this.current);
@@ -471,8 +468,6 @@ abstract class SessionModelTest {
         configs.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, TRANSACTION_TIMEOUT_MS);
         configs.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, 30_000);
         configs.put(ProducerConfig.LINGER_MS_CONFIG, 200); // unflushed records wait for the next flush
-        // both identity forms: the epoch-named fast path (default) and the coordinator's start time
-        configs.put(TransactionSessionConfig.PREPARE_ASK_COORDINATOR, this.random.nextInt(4) == 0);
         return configs;
     }
 

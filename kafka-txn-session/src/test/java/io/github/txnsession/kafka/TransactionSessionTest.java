@@ -34,6 +34,7 @@ import static io.github.txnsession.kafka.TestClients.sessionConfigs;
 import static io.github.txnsession.kafka.TestClients.values;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatIllegalStateException;
+import static org.awaitility.Awaitility.await;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** The live session against a real broker: shared transactions, epochs, offsets, fencing, threads, misuse. */
@@ -67,6 +68,40 @@ class TransactionSessionTest {
             strings.send(new ProducerRecord<>(topic, "k", tag + "-" + topic));
             numbers.send(new ProducerRecord<>(topic, 7, 42L));
         }
+    }
+
+    /**
+     * The watch behind a first write's wait: started right after a commit, it finishes once the coordinator has left
+     * PrepareCommit, so a write after it never meets the unfinished end (and the broker's 20 ms back-off).
+     */
+    @Test
+    void theEndWatchFinishesOnceTheCoordinatorHasWrittenTheMarkers() throws Exception {
+        String topic = topics("end-watch", 1)[0];
+        String txnId = EmbeddedKafkaCluster.uniqueName("tx-end-watch");
+        int sawEnd = 0;
+        try (TransactionSession session = session(txnId);
+                CoordinatorView view = new CoordinatorView(txnId,
+                        new io.github.txnsession.kafka.internals.CoordinatorClient(kafka.cluster().clientConfigs()),
+                        Duration.ofSeconds(10))) {
+            SessionProducer<String, String> producer = new SessionProducer<>(session, new StringSerializer(),
+                    new StringSerializer());
+            for (int i = 0; i < 20; i++) {
+                session.beginTransaction();
+                producer.send(new ProducerRecord<>(topic, "k", "v" + i));
+                session.commitTransaction();
+                TransactionEndWatch watch = TransactionEndWatch.start(view);
+                await().atMost(Duration.ofSeconds(5)).until(watch::isDone);
+                if (watch.sawEnd()) {
+                    sawEnd++;
+                    TransactionDescription d = kafka.cluster().admin().describeTransactions(List.of(txnId))
+                        .description(txnId).get(10, TimeUnit.SECONDS);
+                    assertThat(d.state()).as("after transaction %d", i)
+                        .isEqualTo(org.apache.kafka.clients.admin.TransactionState.COMPLETE_COMMIT);
+                }
+            }
+        }
+        assertThat(sawEnd).as("watches that saw the end within their limit").isPositive();
+        assertThat(values(readCommitted(kafka.cluster(), topic))).hasSize(20);
     }
 
     @Test

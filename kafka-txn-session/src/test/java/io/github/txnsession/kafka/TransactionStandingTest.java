@@ -85,43 +85,6 @@ class TransactionStandingTest {
                 version == 2)).isEqualTo(want);
     }
 
-    /**
-     * {@code tv2} identities ({@code pid:epoch:tv2}: wrote, prepared under version 2): the legacy arithmetic, where
-     * "the coordinator never registered it" is impossible and so reads as UNKNOWN, never as "nothing to do".
-     */
-    @ParameterizedTest(name = "tv2 7:{0}, coordinator {1}:{2} {3} -> {4}")
-    @CsvSource({
-        "5,     7, 5,   Ongoing,           OPEN",            // no later transaction can hold 7:5
-        "5,     7, 6,   PrepareCommit,     COMMITTING",
-        "5,     7, 6,   CompleteCommit,    COMMITTED",
-        "5,     7, 6,   PrepareAbort,      ABORTED",
-        "5,     7, 6,   CompleteAbort,     ABORTED",
-        "5,     7, 6,   PrepareEpochFence, ABORTED",
-        "5,     7, 5,   CompleteCommit,    UNKNOWN",         // impossible for a registered transaction: not a no-op
-        "5,     7, 5,   Empty,             UNKNOWN",
-        "5,     7, 6,   Ongoing,           UNKNOWN",         // a later transaction is open
-        "5,     7, 7,   CompleteAbort,     UNKNOWN",         // its timeout-abort, or committed and a later aborted
-        "5,     7, 7,   CompleteCommit,    UNKNOWN",
-        "32766, 8, 0,   CompleteCommit,    OVERFLOWED",
-        "5,     8, 0,   Ongoing,           FENCED",
-        "5,     7, 4,   Ongoing,           NEVER_REACHED",
-    })
-    void namedByItsEpoch(short epoch, long pid, short coordinatorEpoch, String state, TransactionStanding want) {
-        PreparedTransaction expected = PreparedTransaction.writtenUnderVersion2(P, epoch);
-        assertThat(TransactionStanding.classify(expected, describe(pid, coordinatorEpoch, state, "0"), true))
-            .isEqualTo(want);
-    }
-
-    @ParameterizedTest
-    @CsvSource({ "7:5:tv2", "7:5:1700000000000", "7:5:empty", "7:5" })
-    void everyFormReadsBackWhatItWrote(String text) {
-        PreparedTransaction read = PreparedTransaction.parse(text);
-        assertThat(read.toString()).isEqualTo(text);
-        assertThat(PreparedTransaction.parse(read.toString())).isEqualTo(read);
-        assertThat(read.isNamedByEpoch()).isEqualTo(text.endsWith(":tv2"));
-        assertThat(read.namesOneTransaction()).isEqualTo(text.endsWith(":tv2") || text.endsWith("000"));
-    }
-
     @ParameterizedTest
     @CsvSource({ "true", "false" })
     void anUnknownIdIsUnknown(boolean version2) {

@@ -163,9 +163,8 @@ public final class DecisionLog {
             insert.setString(1, transactionalId);
             insert.setLong(2, prepared.producerId());
             insert.setShort(3, prepared.epoch());
-            Long start = DecisionRecord.of(transactionalId, prepared, Instant.EPOCH).startColumn();
-            if (start != null) {
-                insert.setLong(4, start);
+            if (prepared.hasStartTime()) {
+                insert.setLong(4, prepared.startTimeMs());
             }
             else {
                 insert.setNull(4, Types.BIGINT);
@@ -304,15 +303,14 @@ public final class DecisionLog {
      */
     public boolean contains(DataSource dataSource, String transactionalId, PreparedTransaction prepared) {
         // the start time too: with transaction version 1 a stale row of an earlier transaction has the same pid:epoch
-        Long start = DecisionRecord.of(transactionalId, prepared, Instant.EPOCH).startColumn();
         try (Connection con = dataSource.getConnection(); PreparedStatement q = con.prepareStatement("SELECT 1 FROM "
                 + this.table + " WHERE transactional_id = ? AND producer_id = ? AND producer_epoch = ? AND "
-                + (start != null ? START_COLUMN + " = ?" : START_COLUMN + " IS NULL"))) {
+                + (prepared.hasStartTime() ? START_COLUMN + " = ?" : START_COLUMN + " IS NULL"))) {
             q.setString(1, transactionalId);
             q.setLong(2, prepared.producerId());
             q.setShort(3, prepared.epoch());
-            if (start != null) {
-                q.setLong(4, start);
+            if (prepared.hasStartTime()) {
+                q.setLong(4, prepared.startTimeMs());
             }
             try (ResultSet rs = q.executeQuery()) {
                 return rs.next();

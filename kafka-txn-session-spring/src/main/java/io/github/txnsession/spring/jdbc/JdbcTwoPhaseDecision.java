@@ -115,7 +115,8 @@ public class JdbcTwoPhaseDecision implements TwoPhaseDecision {
     @Override
     public boolean clear(String transactionalId, PreparedTransaction prepared) {
         try {
-            this.decisionLog.clear(this.dataSource, DecisionRecord.of(transactionalId, prepared, Instant.now()));
+            this.decisionLog.clear(this.dataSource, new DecisionRecord(transactionalId, prepared.producerId(),
+                    prepared.epoch(), prepared.startTimeMs(), Instant.now()));
             return true;
         }
         catch (RuntimeException ex) {

@@ -7,8 +7,7 @@ CREATE TABLE IF NOT EXISTS kafka_txn_decision_log (
     producer_id      BIGINT       NOT NULL,
     producer_epoch   SMALLINT     NOT NULL,
     -- the coordinator's start time of the prepared transaction: with producer id and epoch it names exactly one
-    -- transaction; -2 when producer id and epoch alone name it (transaction version 2); NULL only in rows written
-    -- before this column existed
+    -- transaction (NULL only in rows written before this column existed)
     txn_start_ms     BIGINT,
     decided_at       TIMESTAMP    NOT NULL
 );

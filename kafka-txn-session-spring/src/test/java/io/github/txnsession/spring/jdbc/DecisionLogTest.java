@@ -103,16 +103,6 @@ class DecisionLogTest {
         assertThat(log.findByPrefix(dataSource, prefix)).hasSize(1);
         inTransaction(dataSource, true, con -> assertThat(log.clear(con, id, second)).isTrue());
         assertThat(log.findByPrefix(dataSource, prefix)).isEmpty();
-
-        // a transaction named by its epoch (prepared under transaction version 2) reads back as one, and only as one
-        PreparedTransaction byEpoch = PreparedTransaction.writtenUnderVersion2(7, (short) 6);
-        inTransaction(dataSource, true, con -> log.record(con, id, byEpoch));
-        assertThat(log.findByPrefix(dataSource, prefix)).singleElement()
-            .satisfies(r -> assertThat(r.preparedTransaction()).isEqualTo(byEpoch));
-        assertThat(log.contains(dataSource, id, byEpoch)).isTrue();
-        assertThat(log.contains(dataSource, id, PreparedTransaction.of(7, (short) 6, -1))).isFalse();
-        inTransaction(dataSource, true, con -> assertThat(log.clear(con, id, byEpoch)).isTrue());
-        assertThat(log.findByPrefix(dataSource, prefix)).isEmpty();
     }
 
     private interface Work {

@@ -8,6 +8,7 @@ import java.util.Map;
 import io.github.txnsession.kafka.CompletionOutcome;
 import io.github.txnsession.kafka.PreparedTransaction;
 import io.github.txnsession.kafka.SessionProducer;
+import io.github.txnsession.kafka.TransactionCommitter;
 import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.TransactionalConsumer;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
@@ -98,6 +99,31 @@ class CoreSnippetsTest {
         // end::resume-example[]
         assertThat(outcome).isEqualTo(CompletionOutcome.COMMITTED);
         assertThat(kafka.cluster().readCommitted(topic)).map(ConsumerRecord::key).containsExactly("p-1");
+    }
+
+    @Test
+    void committerExample() {
+        String topic = newTopic("settlements");
+        String transactionalId = EmbeddedKafkaCluster.uniqueName("settlements");
+        String stored;
+        try (TransactionSession session = TransactionSession.open(configs(transactionalId))) {
+            session.initialize();
+            var producer = new SessionProducer<>(session, new StringSerializer(), new StringSerializer());
+            session.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, "s-1", "settled"));
+            stored = session.prepareTransaction().toString();
+            session.abandon();
+        }
+        Map<String, Object> connection = kafka.cluster().clientConfigs();
+        CompletionOutcome outcome;
+        // tag::committer-example[]
+        try (TransactionCommitter committer = TransactionCommitter.create(connection)) {
+            // keep it for many commits: its connections and each id's coordinator stay between calls
+            outcome = committer.commit(transactionalId, PreparedTransaction.parse(stored));
+        }
+        // end::committer-example[]
+        assertThat(outcome).isEqualTo(CompletionOutcome.COMMITTED);
+        assertThat(kafka.cluster().readCommitted(topic)).map(ConsumerRecord::key).containsExactly("s-1");
     }
 
     private TransactionalConsumer<String, String> polling;
