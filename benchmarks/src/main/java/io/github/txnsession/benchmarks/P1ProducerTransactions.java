@@ -10,6 +10,7 @@ import java.util.function.Supplier;
 
 import io.github.txnsession.kafka.SessionProducer;
 import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.kafka.TransactionSessionConfig;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.SessionTransactionManager;
@@ -40,7 +41,9 @@ import org.springframework.transaction.support.DefaultTransactionDefinition;
  * {@code SessionProducerFactory} and a pool of 4 sessions;</li>
  * <li>d) core {@code TransactionSession} + {@code SessionProducer};</li>
  * <li>e) raw {@code KafkaProducer} rotating over 4 transactional ids on one thread (the reference of what one id
- * could reach at best).</li>
+ * could reach at best);</li>
+ * <li>f) d) with {@code session.await-transaction-end=false} (c and d run with the default, {@code auto}): what the
+ * session's wait for the previous end brings.</li>
  * </ul>
  * One transactional id pays what several ids hide: a transaction that starts while the coordinator still writes the
  * previous one's markers waits for the broker's back-off. So the one-thread cases say which ids each competitor
@@ -48,16 +51,18 @@ import org.springframework.transaction.support.DefaultTransactionDefinition;
  * transactional id (spring-kafka's producer cache and the starter's pool hold one producer / session). <b>4-id
  * rotation, warmed</b>: the same competitors after a 4-thread run, as a long-running application has them:
  * spring-kafka's cache and the starter's pool rotate over 4; a) and d) rotate over 4 by hand. The <b>tuned
- * broker</b> case repeats "one id, fresh" on a second broker with {@code add.partitions.to.txn.retry.backoff.ms=1}.
+ * broker</b> case repeats "one id, fresh" on a second broker with {@code add.partitions.to.txn.retry.backoff.ms=1},
+ * the <b>transaction version 1</b> case on a third broker at that version (the producer adds partitions itself).
  */
 final class P1ProducerTransactions {
 
     static final String S = "P1";
     private static final int MAX_THREADS = 4;
-    private static final List<String> KEYS = List.of("a", "b", "c", "d", "e");
+    private static final List<String> KEYS = List.of("a", "b", "c", "d", "e", "f");
     private static final String[] NAMES = { "raw KafkaProducer", "spring-kafka KafkaTransactionManager + KafkaTemplate",
             "starter SessionTransactionManager + KafkaTemplate", "core TransactionSession + SessionProducer",
-            "raw KafkaProducer, 4 ids in rotation (reference)" };
+            "raw KafkaProducer, 4 ids in rotation (reference)",
+            "core TransactionSession + SessionProducer, session.await-transaction-end=false" };
 
     /**
      * One transaction of {@code records} records on worker {@code worker} of {@code threads}; adds the commit
@@ -96,11 +101,12 @@ final class P1ProducerTransactions {
 
         String oneId = "1 rec/tx, 1 thr, one id, fresh";
         try (Competitors fresh = competitors(this.bench, true)) {
-            measure(fresh, oneId, 1, 1, List.of(0, 1, 2, 3, 4));
+            measure(fresh, oneId, 1, 1, List.of(0, 1, 2, 3, 4, 5));
         }
         r.goal(S, oneId, "tx_per_s", "d", "a", 3.0, true);
         r.goal(S, oneId, "tx_per_s", "d", "e", 0.7, true);
         r.goal(S, oneId, "tx_per_s", "c", "b", 1.05, true);
+        r.goal(S, oneId, "tx_per_s", "d", "f", 1.0, true);
 
         try (Competitors warmed = competitors(this.bench, false)) {
             for (int i = 0; i < 4; i++) {
@@ -125,22 +131,40 @@ final class P1ProducerTransactions {
             Bench tunedBench = new Bench(tunedKafka, this.bench.profile, r);
             tunedKafka.createTopic(this.topic, 3);
             try (Competitors warm = competitors(tunedBench, true)) {
-                for (int i = 0; i < 5; i++) {
+                for (int i = 0; i < KEYS.size(); i++) {
                     warmUp(warm.get(i), KEYS.get(i), 1, 1, Duration.ofNanos(this.bench.profile.brokerWarmup()
                         .toNanos() / 16));
                 }
             }
             try (Competitors fresh = competitors(tunedBench, true)) {
-                measure(fresh, tuned, 1, 1, List.of(0, 1, 2, 3, 4));
+                measure(fresh, tuned, 1, 1, List.of(0, 1, 2, 3, 4, 5));
             }
         }
         r.goal(S, tuned, "tx_per_s", "d", "a", 1.0, true);
         r.goal(S, tuned, "tx_per_s", "c", "b", 1.05, true);
+
+        String version1 = "1 rec/tx, 1 thr, one id, fresh, transaction version 1";
+        try (EmbeddedKafkaCluster v1Kafka = EmbeddedKafkaCluster.builder().feature("transaction.version", 1).start()) {
+            Bench v1Bench = new Bench(v1Kafka, this.bench.profile, r);
+            v1Kafka.createTopic(this.topic, 3);
+            try (Competitors warm = competitors(v1Bench, true)) {
+                for (int i = 0; i < KEYS.size(); i++) {
+                    warmUp(warm.get(i), KEYS.get(i), 1, 1, Duration.ofNanos(this.bench.profile.brokerWarmup()
+                        .toNanos() / 16));
+                }
+            }
+            try (Competitors fresh = competitors(v1Bench, true)) {
+                measure(fresh, version1, 1, 1, List.of(0, 1, 2, 3, 4, 5));
+            }
+        }
+        r.goal(S, version1, "tx_per_s", "d", "a", 1.0, true);
+        r.goal(S, version1, "tx_per_s", "c", "b", 1.05, true);
         r.note(S, "One-thread cases: \"one id, fresh\" competitors are new and used by one thread only, so each uses "
                 + "one transactional id; \"4-id rotation, warmed\" ones ran on 4 threads first, so spring-kafka's "
                 + "producer cache and the starter's pool rotate over 4 ids, and a) and d) rotate by hand. The tuned "
                 + "broker case runs on a second broker with add.partitions.to.txn.retry.backoff.ms=1 (a static "
-                + "broker setting; default 20 ms).");
+                + "broker setting; default 20 ms); the transaction version 1 case on a third broker. c) and d) run with "
+                + "session.await-transaction-end=auto (the default), f) with false.");
     }
 
     private void warmUp(Competitor c, String key, int records, int threads, Duration length) {
@@ -182,7 +206,7 @@ final class P1ProducerTransactions {
         }
     }
 
-    /** The five competitors on {@code bench}'s broker, with transactional ids of their own. */
+    /** The six competitors on {@code bench}'s broker, with transactional ids of their own. */
     private Competitors competitors(Bench on, boolean oneId) {
         String tag = "p1-" + (this.instances++) + "-";
         Competitors all = new Competitors();
@@ -190,8 +214,9 @@ final class P1ProducerTransactions {
             all.add(raw(on, tag + "raw-", !oneId));
             all.add(springKafka(on, tag + "spring-"));
             all.add(starter(on, tag + "starter-"));
-            all.add(core(on, tag + "core-", !oneId));
+            all.add(core(on, tag + "core-", !oneId, null));
             all.add(raw(on, tag + "rotation-", true));
+            all.add(core(on, tag + "core-nowait-", false, false));
         }
         catch (RuntimeException ex) {
             all.close();
@@ -392,7 +417,7 @@ final class P1ProducerTransactions {
 
     // ------------------------------------------------------------------ d) core
 
-    private Competitor core(Bench on, String prefix, boolean rotate) {
+    private Competitor core(Bench on, String prefix, boolean rotate, @Nullable Boolean awaitEnd) {
         List<TransactionSession> sessions = new ArrayList<>();
         List<SessionProducer<String, String>> producers = new ArrayList<>();
         return new Competitor() {
@@ -414,6 +439,9 @@ final class P1ProducerTransactions {
                 while (sessions.size() <= index) {
                     Map<String, Object> c = on.producerConfigs();
                     c.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, prefix + sessions.size());
+                    if (awaitEnd != null) {
+                        c.put(TransactionSessionConfig.AWAIT_TRANSACTION_END, awaitEnd);
+                    }
                     TransactionSession s = TransactionSession.open(c);
                     s.initialize();
                     sessions.add(s);

@@ -28,9 +28,31 @@ final class CoordinatorView implements AutoCloseable {
         return this.client.describe(this.transactionalId, this.timeout);
     }
 
+    /** A describe bounded by {@code limit} when that is shorter than the view's timeout. */
+    Optional<TransactionDescription> describe(Duration limit) {
+        return this.client.describe(this.transactionalId, limit.compareTo(this.timeout) < 0 ? limit : this.timeout);
+    }
+
     /** @return whether the coordinator bumps the epoch at every transaction end (transaction version 2) */
     boolean transactionVersion2() {
         return this.client.transactionVersion() >= 2;
+    }
+
+    /**
+     * @param limit how long the call may take at most (the view's timeout when that is shorter)
+     * @return the coordinator's {@code add.partitions.to.txn.retry.backoff.ms}, or -1 when it cannot be read (no
+     *         permission, an unparsable value)
+     */
+    long addPartitionsRetryBackoffMs(Duration limit) {
+        return this.client.coordinatorBrokerConfig(this.transactionalId, "add.partitions.to.txn.retry.backoff.ms",
+                limit.compareTo(this.timeout) < 0 ? limit : this.timeout).map(v -> {
+                    try {
+                        return Long.parseLong(v.trim());
+                    }
+                    catch (NumberFormatException ex) {
+                        return -1L;
+                    }
+                }).orElse(-1L);
     }
 
     /** @return the coordinator timeout every call of this view is bounded by */

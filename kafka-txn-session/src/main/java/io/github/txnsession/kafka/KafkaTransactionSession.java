@@ -60,6 +60,8 @@ final class KafkaTransactionSession implements TransactionSession {
 
     private static final String PRODUCER_IO_THREAD = "kafka-producer-network-thread";
     private static final String TXN_SHARE_ACKNOWLEDGE = "TXN_SHARE_ACKNOWLEDGE";
+    /** initialize() reads the brokers' back-off for at most this long. */
+    private static final Duration CONFIG_LOOK_LIMIT = Duration.ofSeconds(2);
 
     private final TransactionSessionConfig config;
     private final String transactionalId;
@@ -85,8 +87,10 @@ final class KafkaTransactionSession implements TransactionSession {
     private volatile boolean wrote;
     /** live: counts transactions, so that a late finding about one never touches the next (heartbeat) */
     private volatile long generation;
-    /** live: watches the coordinator finish the last end that reached it, for the next first write; or null */
+    /** live: the last end that reached the coordinator, for the next first write to wait on; or null */
     private volatile @Nullable TransactionEndWatch endWatch;
+    /** live: whether ends are watched and first writes wait for them (decided at initialize for "auto") */
+    private volatile boolean awaitEnds;
     /** live: the last commit timed out; kafka-clients keeps its EndTxn(commit) and only lets it be awaited again */
     private volatile boolean commitPending;
     /** the transaction failed fatally on a thread that could not tell the participants; the next call does */
@@ -258,12 +262,14 @@ final class KafkaTransactionSession implements TransactionSession {
                 throw failed(SessionOperation.INITIALIZE, SessionState.UNINITIALIZED, ex);
             }
             learnProducerIdentity();
+            this.awaitEnds = decideAwaitEnds();
             move(SessionState.READY);
         }
         finally {
             write.unlock();
         }
-        log.debug("Transaction session '{}' initialized ({})", this.transactionalId, this.producerIdentity);
+        log.debug("Transaction session '{}' initialized ({}; first writes wait for the previous end: {})",
+                this.transactionalId, this.producerIdentity, this.awaitEnds);
     }
 
     @Override
@@ -632,30 +638,56 @@ final class KafkaTransactionSession implements TransactionSession {
         if (known != null && this.wrote) {
             this.producerIdentity = this.sendFailure.get() != null ? null : afterEnd(known);
         }
-        if (this.wrote && this.config.awaitTransactionEnd()) {
-            watchEnd();
+        if (this.wrote && this.awaitEnds) {
+            this.endWatch = new TransactionEndWatch(); // the end reached the coordinator
         }
         ended(committed);
     }
 
-    /** The end reached the coordinator: watch it finish, for the next transaction's first write. */
-    private void watchEnd() {
+    /**
+     * {@code session.await-transaction-end}: as configured, or for {@code auto} whether a write that meets an
+     * unfinished end costs more than the wait: with transaction version 2 the brokers' back-off decides (above 2 ms, or
+     * unknown: wait; read from the coordinator's broker, assuming brokers are configured alike); with version 1 the
+     * producer retries its AddPartitionsToTxn after its own {@code retry.backoff.ms} (Kafka's default 100 ms: wait).
+     */
+    private boolean decideAwaitEnds() {
+        Boolean configured = this.config.awaitTransactionEnd();
+        if (configured != null) {
+            return configured;
+        }
         try {
-            this.endWatch = TransactionEndWatch.start(coordinator());
+            CoordinatorView view = coordinator();
+            if (!view.transactionVersion2()) {
+                return this.config.producerRetryBackoffMs() > 2;
+            }
+            long backoff = view.addPartitionsRetryBackoffMs(CONFIG_LOOK_LIMIT);
+            return backoff < 0 || backoff > 2;
         }
         catch (RuntimeException ex) {
-            this.endWatch = null; // no coordinator view (closing): nothing to wait for
+            log.debug("Transaction session '{}': could not read the brokers' back-off ({}); first writes wait for the "
+                    + "previous end", this.transactionalId, ex.toString());
+            return true;
         }
     }
 
+    /** @return whether first writes wait for the previous end (decided at initialize; for tests and diagnostics) */
+    boolean awaitsPreviousEnds() {
+        return this.awaitEnds;
+    }
+
     /**
-     * Before a write: if it may be the transaction's first and the previous end is still being finished by the
-     * coordinator, wait for that (bounded; see {@link TransactionEndWatch}). Never on the producer's I/O thread.
+     * Before a write: if it may be the transaction's first and the previous end is recent, wait until the coordinator
+     * has finished it (bounded; see {@link TransactionEndWatch}). Never on the producer's I/O thread.
      */
     private void awaitPreviousEnd() {
         TransactionEndWatch watch = this.endWatch;
-        if (watch != null && !this.wrote && !watch.isDone() && !onProducerIoThread()) {
-            watch.awaitEnd();
+        if (watch != null && !this.wrote && watch.isPending() && !onProducerIoThread()) {
+            try {
+                watch.awaitEnd(coordinator());
+            }
+            catch (RuntimeException ex) {
+                // closing: the write itself will say so
+            }
         }
     }
 

@@ -33,8 +33,9 @@ import org.jspecify.annotations.Nullable;
  * {@link TransactionSession#resume resumed session}, for the same identity: COMMITTED / ALREADY_COMMITTED
  * only when the coordinator committed, or decided to commit, that very transaction; {@link TransactionLostException}
  * only when it certainly aborted it; {@link TransactionSupersededException} when the id moved on and the outcome can
- * no longer be read; EMPTY for an empty transaction. Calls are thread-safe and serialized (one connection pool); this
- * is a control-plane client.
+ * no longer be read; EMPTY for an empty transaction. Calls are thread-safe; their requests are serialized on one
+ * connection pool (this is a control-plane client). It remembers the coordinators of the last 10,000 transactional
+ * ids it saw, so a committer that sees a new id per checkpoint stays bounded.
  *
  * <p>Not guaranteed: that a transaction is still open when it is committed (a prepared transaction still times out
  * after its {@code transaction.timeout.ms}); throughput beyond one call at a time.
@@ -107,7 +108,10 @@ public final class TransactionCommitter implements AutoCloseable {
         return new ResumedCompletion(transactionalId, new CoordinatorView(transactionalId, this.client, this.timeout));
     }
 
-    /** Closes the connections. Calls in progress fail; later calls throw {@link IllegalStateException}. */
+    /**
+     * Closes the connections. Calls in progress fail with a {@link org.apache.kafka.common.KafkaException} (their
+     * outcome is unknown: complete them again with a new committer); later calls throw {@link IllegalStateException}.
+     */
     @Override
     public void close() {
         this.closed = true;

@@ -21,14 +21,14 @@ import org.jspecify.annotations.Nullable;
  * <li>{@value #CLOSE_TIMEOUT_MS}: how long {@link TransactionSession#close()} waits (default 30000);</li>
  * <li>{@value #COORDINATOR_TIMEOUT_MS}: deadline of a call to the transaction coordinator, including retries
  * (default {@code max.block.ms}, 60000);</li>
- * <li>{@value #AWAIT_TRANSACTION_END}: when true (default), the first write of a transaction waits (at most 10 ms) until
- * the coordinator has finished the session's previous commit or abort, which a background look watches right after
- * it; a write that met the unfinished end would be retried only after the broker's back-off (20 ms).</li>
+ * <li>{@value #AWAIT_TRANSACTION_END}: {@code auto} (default), {@code true} or {@code false}. When on, a transaction's
+ * first write within 3 ms of the session's previous commit or abort waits (at most 10 ms, asking the coordinator)
+ * until the coordinator has finished that end: a write that met the unfinished end would be retried only after the
+ * brokers' back-off ({@code add.partitions.to.txn.retry.backoff.ms}, 20 ms by default; with transaction version 1
+ * the producer's {@code retry.backoff.ms}, 100 ms by default). {@code auto} turns it on when that back-off is above
+ * 2 ms or cannot be read, as {@code initialize()} finds out; a shorter back-off costs less than the wait.</li>
  * </ul>
- *
- * <p>One producer default differs from Kafka's: {@code retry.backoff.ms} is 1 ms unless set (Kafka: 100 ms, growing
- * exponentially up to {@code retry.backoff.max.ms}). With transaction version 1 the client itself retries an
- * AddPartitionsToTxn that met the previous transaction's unfinished end, after that back-off.
+
  */
 public final class TransactionSessionConfig {
 
@@ -40,10 +40,8 @@ public final class TransactionSessionConfig {
     public static final String CLOSE_TIMEOUT_MS = "session.close.timeout.ms";
     /** Deadline of one coordinator call in ms (retries included). */
     public static final String COORDINATOR_TIMEOUT_MS = "session.coordinator.timeout.ms";
-    /** Whether a transaction's first write waits for the coordinator to finish the previous end (true or false). */
+    /** Whether a transaction's first write waits for the coordinator to finish the previous end (auto, true, false). */
     public static final String AWAIT_TRANSACTION_END = "session.await-transaction-end";
-    /** The session's default {@code retry.backoff.ms} of its producer. */
-    static final int DEFAULT_RETRY_BACKOFF_MS = 1;
 
     private final String transactionalId;
     private final Map<String, Object> producerConfigs;
@@ -51,7 +49,8 @@ public final class TransactionSessionConfig {
     private final Duration heartbeatInterval;
     private final Duration closeTimeout;
     private final Duration coordinatorTimeout;
-    private final boolean awaitTransactionEnd;
+    private final @Nullable Boolean awaitTransactionEnd;
+    private final long producerRetryBackoffMs;
 
     private TransactionSessionConfig(Map<String, ?> configs, @Nullable String transactionalIdOverride) {
         Map<String, Object> kafka = new HashMap<>();
@@ -108,29 +107,33 @@ public final class TransactionSessionConfig {
         producer.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
         producer.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
         producer.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
-        producer.putIfAbsent(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, DEFAULT_RETRY_BACKOFF_MS);
         producer.putIfAbsent(ProducerConfig.CLIENT_ID_CONFIG, "txn-session-" + this.transactionalId);
         this.producerConfigs = Map.copyOf(producer);
         this.heartbeatInterval = Duration.ofMillis(longValue(session, HEARTBEAT_INTERVAL_MS, 0, 0));
         this.closeTimeout = Duration.ofMillis(longValue(session, CLOSE_TIMEOUT_MS, 30_000, 0));
         long maxBlock = longValue(kafka, ProducerConfig.MAX_BLOCK_MS_CONFIG, 60_000, 0);
         this.coordinatorTimeout = Duration.ofMillis(longValue(session, COORDINATOR_TIMEOUT_MS, maxBlock, 1));
-        this.awaitTransactionEnd = booleanValue(session, AWAIT_TRANSACTION_END, true);
+        this.awaitTransactionEnd = autoOrBoolean(session, AWAIT_TRANSACTION_END);
+        this.producerRetryBackoffMs = longValue(kafka, ProducerConfig.RETRY_BACKOFF_MS_CONFIG, 100, 0);
     }
 
-    private static boolean booleanValue(Map<String, ?> configs, String key, boolean defaultValue) {
+    /** @return null for auto (also when not set), else the boolean given */
+    private static @Nullable Boolean autoOrBoolean(Map<String, ?> configs, String key) {
         Object v = configs.get(key);
         if (v == null) {
-            return defaultValue;
+            return null;
         }
         if (v instanceof Boolean b) {
             return b;
         }
         String text = v.toString().trim();
+        if (text.equalsIgnoreCase("auto")) {
+            return null;
+        }
         if (text.equalsIgnoreCase("true") || text.equalsIgnoreCase("false")) {
             return Boolean.parseBoolean(text);
         }
-        throw new InvalidSessionConfigException(key, v, "Expected true or false");
+        throw new InvalidSessionConfigException(key, v, "Expected auto, true or false");
     }
 
     /**
@@ -212,8 +215,16 @@ public final class TransactionSessionConfig {
         return this.coordinatorTimeout;
     }
 
-    /** @return whether a transaction's first write waits for the coordinator to finish the previous end */
-    public boolean awaitTransactionEnd() {
+    /**
+     * @return whether a transaction's first write waits for the coordinator to finish the previous end; null for
+     *         {@code auto} (the session decides at {@code initialize()})
+     */
+    public @Nullable Boolean awaitTransactionEnd() {
         return this.awaitTransactionEnd;
+    }
+
+    /** @return the producer's {@code retry.backoff.ms} (Kafka's default, 100, when not set) */
+    public long producerRetryBackoffMs() {
+        return this.producerRetryBackoffMs;
     }
 }

@@ -34,7 +34,6 @@ import static io.github.txnsession.kafka.TestClients.sessionConfigs;
 import static io.github.txnsession.kafka.TestClients.values;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatIllegalStateException;
-import static org.awaitility.Awaitility.await;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** The live session against a real broker: shared transactions, epochs, offsets, fencing, threads, misuse. */
@@ -71,11 +70,11 @@ class TransactionSessionTest {
     }
 
     /**
-     * The watch behind a first write's wait: started right after a commit, it finishes once the coordinator has left
-     * PrepareCommit, so a write after it never meets the unfinished end (and the broker's 20 ms back-off).
+     * The wait behind a transaction's first write: right after a commit it returns once the coordinator has left
+     * PrepareCommit, so a write after it never meets the unfinished end (and the brokers' 20 ms back-off).
      */
     @Test
-    void theEndWatchFinishesOnceTheCoordinatorHasWrittenTheMarkers() throws Exception {
+    void theEndWatchReturnsOnceTheCoordinatorHasWrittenTheMarkers() throws Exception {
         String topic = topics("end-watch", 1)[0];
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-end-watch");
         int sawEnd = 0;
@@ -89,18 +88,18 @@ class TransactionSessionTest {
                 session.beginTransaction();
                 producer.send(new ProducerRecord<>(topic, "k", "v" + i));
                 session.commitTransaction();
-                TransactionEndWatch watch = TransactionEndWatch.start(view);
-                await().atMost(Duration.ofSeconds(5)).until(watch::isDone);
-                if (watch.sawEnd()) {
+                TransactionEndWatch watch = new TransactionEndWatch();
+                if (watch.awaitEnd(view)) {
                     sawEnd++;
                     TransactionDescription d = kafka.cluster().admin().describeTransactions(List.of(txnId))
                         .description(txnId).get(10, TimeUnit.SECONDS);
                     assertThat(d.state()).as("after transaction %d", i)
                         .isEqualTo(org.apache.kafka.clients.admin.TransactionState.COMPLETE_COMMIT);
                 }
+                assertThat(watch.isPending()).as("one wait per end").isFalse();
             }
         }
-        assertThat(sawEnd).as("watches that saw the end within their limit").isPositive();
+        assertThat(sawEnd).as("waits that saw the end within their limit").isPositive();
         assertThat(values(readCommitted(kafka.cluster(), topic))).hasSize(20);
     }
 
@@ -417,6 +416,27 @@ class TransactionSessionTest {
                 "session.heartbeat.interval.ms");
         assertConfigError(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
                 ProducerConfig.TRANSACTIONAL_ID_CONFIG, "tx", "session.unknown", "1"), "session.unknown");
+        assertConfigError(Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
+                ProducerConfig.TRANSACTIONAL_ID_CONFIG, "tx", TransactionSessionConfig.AWAIT_TRANSACTION_END, "maybe"),
+                TransactionSessionConfig.AWAIT_TRANSACTION_END);
+    }
+
+    /**
+     * session.await-transaction-end: as configured, and for auto decided at initialize() from the brokers' back-off
+     * (this test broker keeps Kafka's 20 ms, so auto waits).
+     */
+    @Test
+    void awaitingThePreviousEndIsDecidedAtInitialize() {
+        for (Object value : new Object[] { null, "auto", " AUTO ", true, "false" }) {
+            Map<String, Object> configs = sessionConfigs(kafka.cluster(), EmbeddedKafkaCluster.uniqueName("tx-await"));
+            if (value != null) {
+                configs.put(TransactionSessionConfig.AWAIT_TRANSACTION_END, value);
+            }
+            try (KafkaTransactionSession session = (KafkaTransactionSession) TransactionSession.open(configs)) {
+                session.initialize();
+                assertThat(session.awaitsPreviousEnds()).as("%s", value).isEqualTo(!"false".equals(value));
+            }
+        }
     }
 
     private static void assertConfigError(Map<String, Object> configs, String key) {

@@ -4,11 +4,12 @@ import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -24,9 +25,12 @@ import org.apache.kafka.clients.NodeApiVersions;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.AuthenticationException;
 import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.errors.UnsupportedVersionException;
+import org.apache.kafka.common.message.DescribeConfigsRequestData;
+import org.apache.kafka.common.message.DescribeConfigsResponseData;
 import org.apache.kafka.common.message.DescribeTransactionsRequestData;
 import org.apache.kafka.common.message.DescribeTransactionsResponseData;
 import org.apache.kafka.common.message.EndTxnRequestData;
@@ -37,6 +41,8 @@ import org.apache.kafka.common.protocol.ApiKeys;
 import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.requests.AbstractRequest;
 import org.apache.kafka.common.requests.AbstractResponse;
+import org.apache.kafka.common.requests.DescribeConfigsRequest;
+import org.apache.kafka.common.requests.DescribeConfigsResponse;
 import org.apache.kafka.common.requests.DescribeTransactionsRequest;
 import org.apache.kafka.common.requests.DescribeTransactionsResponse;
 import org.apache.kafka.common.requests.EndTxnRequest;
@@ -68,6 +74,8 @@ public final class CoordinatorClient implements AutoCloseable {
     private static final AtomicInteger CLIENT_IDS = new AtomicInteger();
     private static final long MIN_BACKOFF_MS = 20;
     private static final long MAX_BACKOFF_MS = 1_000;
+    /** How many transactional ids' coordinators are remembered (a long-lived committer sees many ids). */
+    static final int MAX_KNOWN_COORDINATORS = 10_000;
 
     private final Time time = Time.SYSTEM;
     private final Metrics metrics;
@@ -75,7 +83,14 @@ public final class CoordinatorClient implements AutoCloseable {
     private final NetworkClient client;
     private final List<Node> bootstrapNodes;
     private final int requestTimeoutMs;
-    private final Map<String, Node> coordinators = new ConcurrentHashMap<>();
+    /** each transactional id's coordinator, the least recently used dropped beyond {@link #MAX_KNOWN_COORDINATORS} */
+    private final Map<String, KnownCoordinator> coordinators = Collections.synchronizedMap(
+            new LinkedHashMap<>(16, 0.75f, true) {
+                @Override
+                protected boolean removeEldestEntry(Map.Entry<String, KnownCoordinator> eldest) {
+                    return size() > MAX_KNOWN_COORDINATORS;
+                }
+            });
     private final Object lock = new Object();
     private int nextBootstrap;
     private boolean closed;
@@ -195,6 +210,51 @@ public final class CoordinatorClient implements AutoCloseable {
     }
 
     /**
+     * Reads one config of the broker that coordinates a transactional id (DescribeConfigs).
+     *
+     * @param transactionalId the transactional id whose coordinator is asked
+     * @param name the broker config to read, e.g. {@code add.partitions.to.txn.retry.backoff.ms}
+     * @param timeout the deadline of the whole call
+     * @return the value, or empty when the broker does not report it or refuses (no DescribeConfigs permission)
+     * @throws TimeoutException if the coordinator did not answer before the deadline
+     */
+    public Optional<String> coordinatorBrokerConfig(String transactionalId, String name, Duration timeout) {
+        long deadline = deadline(timeout);
+        for (int attempt = 0;; attempt++) {
+            Node coordinator = coordinator(transactionalId, deadline);
+            KnownCoordinator known = this.coordinators.get(transactionalId);
+            if (known == null) {
+                continue; // forgotten meanwhile: look it up again
+            }
+            int brokerId = known.brokerId();
+            DescribeConfigsRequestData data = new DescribeConfigsRequestData().setResources(List.of(
+                    new DescribeConfigsRequestData.DescribeConfigsResource()
+                        .setResourceType(ConfigResource.Type.BROKER.id())
+                        .setResourceName(String.valueOf(brokerId))
+                        .setConfigurationKeys(List.of(name))));
+            DescribeConfigsResponse response = send(coordinator, new DescribeConfigsRequest.Builder(data), deadline,
+                    transactionalId);
+            if (response == null) {
+                backoff(attempt, deadline, "DescribeConfigs(broker " + brokerId + ", " + name + ")");
+                continue;
+            }
+            for (DescribeConfigsResponseData.DescribeConfigsResult result : response.data().results()) {
+                if (result.errorCode() != Errors.NONE.code()) {
+                    log.debug("DescribeConfigs(broker {}, {}) -> {}", brokerId, name,
+                            Errors.forCode(result.errorCode()));
+                    return Optional.empty();
+                }
+                for (DescribeConfigsResponseData.DescribeConfigsResourceResult config : result.configs()) {
+                    if (config.name().equals(name)) {
+                        return Optional.ofNullable(config.value());
+                    }
+                }
+            }
+            return Optional.empty();
+        }
+    }
+
+    /**
      * @return the cluster's finalized {@code transaction.version} as last reported in an ApiVersions response
      *         (0 when unknown or not finalized). Connects to a broker first if no response was seen yet.
      */
@@ -230,9 +290,9 @@ public final class CoordinatorClient implements AutoCloseable {
     }
 
     private Node coordinator(String transactionalId, long deadline) {
-        Node known = this.coordinators.get(transactionalId);
+        KnownCoordinator known = this.coordinators.get(transactionalId);
         if (known != null) {
-            return known;
+            return known.node();
         }
         for (int attempt = 0;; attempt++) {
             Node broker = anyBroker(deadline);
@@ -251,7 +311,7 @@ public final class CoordinatorClient implements AutoCloseable {
                 if (node == null) {
                     node = new Node(c.nodeId(), c.host(), c.port());
                 }
-                this.coordinators.put(transactionalId, node);
+                this.coordinators.put(transactionalId, new KnownCoordinator(node, c.nodeId()));
                 return node;
             }
             if (isRetriable(error)) {
@@ -397,5 +457,12 @@ public final class CoordinatorClient implements AutoCloseable {
             this.client.close();
             this.metrics.close();
         }
+    }
+
+    /**
+     * A transactional id's coordinator: the node to send to (a bootstrap node when it has the same endpoint) and the
+     * broker id it has in the cluster.
+     */
+    private record KnownCoordinator(Node node, int brokerId) {
     }
 }
