@@ -126,45 +126,37 @@ final class P1ProducerTransactions {
         }
 
         String tuned = "1 rec/tx, 1 thr, one id, fresh, tuned broker";
-        try (EmbeddedKafkaCluster tunedKafka = EmbeddedKafkaCluster.builder()
-                .brokerProperty("add.partitions.to.txn.retry.backoff.ms", 1).start()) {
-            Bench tunedBench = new Bench(tunedKafka, this.bench.profile, r);
-            tunedKafka.createTopic(this.topic, 3);
-            try (Competitors warm = competitors(tunedBench, true)) {
-                for (int i = 0; i < KEYS.size(); i++) {
-                    warmUp(warm.get(i), KEYS.get(i), 1, 1, Duration.ofNanos(this.bench.profile.brokerWarmup()
-                        .toNanos() / 16));
-                }
-            }
-            try (Competitors fresh = competitors(tunedBench, true)) {
-                measure(fresh, tuned, 1, 1, List.of(0, 1, 2, 3, 4, 5));
-            }
-        }
+        oneIdOn(EmbeddedKafkaCluster.builder().brokerProperty("add.partitions.to.txn.retry.backoff.ms", 1), tuned);
         r.goal(S, tuned, "tx_per_s", "d", "a", 1.0, true);
         r.goal(S, tuned, "tx_per_s", "c", "b", 1.05, true);
 
         String version1 = "1 rec/tx, 1 thr, one id, fresh, transaction version 1";
-        try (EmbeddedKafkaCluster v1Kafka = EmbeddedKafkaCluster.builder().feature("transaction.version", 1).start()) {
-            Bench v1Bench = new Bench(v1Kafka, this.bench.profile, r);
-            v1Kafka.createTopic(this.topic, 3);
-            try (Competitors warm = competitors(v1Bench, true)) {
-                for (int i = 0; i < KEYS.size(); i++) {
-                    warmUp(warm.get(i), KEYS.get(i), 1, 1, Duration.ofNanos(this.bench.profile.brokerWarmup()
-                        .toNanos() / 16));
-                }
-            }
-            try (Competitors fresh = competitors(v1Bench, true)) {
-                measure(fresh, version1, 1, 1, List.of(0, 1, 2, 3, 4, 5));
-            }
-        }
+        oneIdOn(EmbeddedKafkaCluster.builder().feature("transaction.version", 1), version1);
         r.goal(S, version1, "tx_per_s", "d", "a", 1.0, true);
         r.goal(S, version1, "tx_per_s", "c", "b", 1.05, true);
         r.note(S, "One-thread cases: \"one id, fresh\" competitors are new and used by one thread only, so each uses "
                 + "one transactional id; \"4-id rotation, warmed\" ones ran on 4 threads first, so spring-kafka's "
                 + "producer cache and the starter's pool rotate over 4 ids, and a) and d) rotate by hand. The tuned "
                 + "broker case runs on a second broker with add.partitions.to.txn.retry.backoff.ms=1 (a static "
-                + "broker setting; default 20 ms); the transaction version 1 case on a third broker. c) and d) run with "
-                + "session.await-transaction-end=auto (the default), f) with false.");
+                + "broker setting; default 20 ms); the transaction version 1 case on a third broker. c) and d) run "
+                + "with session.await-transaction-end=auto (the default), f) with false.");
+    }
+
+    /** The "one id, fresh" case on a broker of its own, started from {@code broker} and stopped after. */
+    private void oneIdOn(EmbeddedKafkaCluster.Builder broker, String caseName) throws Exception {
+        try (EmbeddedKafkaCluster other = broker.start()) {
+            Bench otherBench = new Bench(other, this.bench.profile, this.bench.results);
+            other.createTopic(this.topic, 3);
+            try (Competitors warm = competitors(otherBench, true)) {
+                for (int i = 0; i < KEYS.size(); i++) {
+                    warmUp(warm.get(i), KEYS.get(i), 1, 1,
+                            Duration.ofNanos(this.bench.profile.brokerWarmup().toNanos() / 16));
+                }
+            }
+            try (Competitors fresh = competitors(otherBench, true)) {
+                measure(fresh, caseName, 1, 1, List.of(0, 1, 2, 3, 4, 5));
+            }
+        }
     }
 
     private void warmUp(Competitor c, String key, int records, int threads, Duration length) {

@@ -19,6 +19,7 @@ import org.apache.kafka.clients.ClientResponse;
 import org.apache.kafka.clients.ClientUtils;
 import org.apache.kafka.clients.DefaultHostResolver;
 import org.apache.kafka.clients.ManualMetadataUpdater;
+import org.apache.kafka.clients.MetadataRecoveryStrategy;
 import org.apache.kafka.clients.NetworkClient;
 import org.apache.kafka.clients.NetworkClientUtils;
 import org.apache.kafka.clients.NodeApiVersions;
@@ -37,6 +38,8 @@ import org.apache.kafka.common.message.EndTxnRequestData;
 import org.apache.kafka.common.message.FindCoordinatorRequestData;
 import org.apache.kafka.common.message.FindCoordinatorResponseData;
 import org.apache.kafka.common.metrics.Metrics;
+import org.apache.kafka.common.network.NetworkReceive;
+import org.apache.kafka.common.network.Selector;
 import org.apache.kafka.common.protocol.ApiKeys;
 import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.requests.AbstractRequest;
@@ -123,10 +126,24 @@ public final class CoordinatorClient implements AutoCloseable {
         this.bootstrapNodes = List.copyOf(nodes);
         this.requestTimeoutMs = config.getInt(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG);
         this.metrics = new Metrics(this.time);
-        this.client = ClientUtils.createNetworkClient(config, clientId, this.metrics, "txn-session-coordinator",
-                new LogContext("[CoordinatorClient clientId=" + clientId + "] "), this.apiVersions, this.time, 1,
-                this.requestTimeoutMs, new ManualMetadataUpdater(new ArrayList<>(this.bootstrapNodes)),
-                new DefaultHostResolver());
+        LogContext logContext = new LogContext("[CoordinatorClient clientId=" + clientId + "] ");
+        // what ClientUtils.createNetworkClient builds, without per-connection sensors: a resumed session is short-lived
+        // and its few requests need no per-broker metrics (they were a large share of what a resume allocates)
+        Selector selector = new Selector(NetworkReceive.UNLIMITED,
+                config.getLong(AdminClientConfig.CONNECTIONS_MAX_IDLE_MS_CONFIG), this.metrics, this.time,
+                "txn-session-coordinator", Map.<String, String>of(), false,
+                ClientUtils.createChannelBuilder(config, this.time, logContext), logContext);
+        this.client = new NetworkClient(new ManualMetadataUpdater(new ArrayList<>(this.bootstrapNodes)), null,
+                selector, clientId, 1, config.getLong(AdminClientConfig.RECONNECT_BACKOFF_MS_CONFIG),
+                config.getLong(AdminClientConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG),
+                config.getInt(AdminClientConfig.SEND_BUFFER_CONFIG),
+                config.getInt(AdminClientConfig.RECEIVE_BUFFER_CONFIG),
+                this.requestTimeoutMs, config.getLong(AdminClientConfig.SOCKET_CONNECTION_SETUP_TIMEOUT_MS_CONFIG),
+                config.getLong(AdminClientConfig.SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS_CONFIG), this.time, true,
+                this.apiVersions, null, logContext, new DefaultHostResolver(), null,
+                config.getLong(AdminClientConfig.METADATA_RECOVERY_REBOOTSTRAP_TRIGGER_MS_CONFIG),
+                MetadataRecoveryStrategy.forName(
+                        config.getString(AdminClientConfig.METADATA_RECOVERY_STRATEGY_CONFIG)));
     }
 
     /**
