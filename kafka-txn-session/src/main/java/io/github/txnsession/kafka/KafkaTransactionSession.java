@@ -648,7 +648,8 @@ final class KafkaTransactionSession implements TransactionSession {
      * {@code session.await-transaction-end}: as configured, or for {@code auto} whether a write that meets an
      * unfinished end costs more than the wait: with transaction version 2 the brokers' back-off decides (above 2 ms, or
      * unknown: wait; read from the coordinator's broker, assuming brokers are configured alike); with version 1 the
-     * producer retries its AddPartitionsToTxn after its own {@code retry.backoff.ms} (Kafka's default 100 ms: wait).
+     * producer retries its AddPartitionsToTxn after its {@code retry.backoff.ms}, at most 20 ms for a transaction's
+     * first partitions (kafka-clients caps it there; with Kafka's default 100 ms that is 20 ms: wait).
      */
     private boolean decideAwaitEnds() {
         Boolean configured = this.config.awaitTransactionEnd();

@@ -5,6 +5,8 @@ import java.util.Map;
 import java.util.Objects;
 
 import io.github.txnsession.kafka.internals.CoordinatorClient;
+import org.apache.kafka.common.errors.InterruptException;
+import org.apache.kafka.common.errors.TimeoutException;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -76,9 +78,17 @@ public final class TransactionCommitter implements AutoCloseable {
      * @throws TransactionSupersededException if the id moved on and the outcome is no longer known
      * @throws SessionFencedException if another producer holds the id with an open transaction (legacy identities)
      * @throws SessionTimeoutException if the coordinator did not answer in time: the outcome is not known, call again
+     * @throws TransactionSessionException for any other failure (authorization, a closed committer): the outcome is
+     *         not known
      */
     public CompletionOutcome commit(String transactionalId, PreparedTransaction prepared) {
-        return completion(transactionalId, prepared).commit(prepared);
+        ResumedCompletion completion = completion(transactionalId, prepared);
+        try {
+            return completion.commit(prepared);
+        }
+        catch (RuntimeException ex) {
+            throw translated(transactionalId, "commit", prepared, ex);
+        }
     }
 
     /**
@@ -90,12 +100,33 @@ public final class TransactionCommitter implements AutoCloseable {
      * @throws TransactionSessionException if it is already committed, or its commit is decided
      * @throws TransactionSupersededException if the id moved on and the outcome is no longer known
      * @throws SessionTimeoutException if the coordinator did not answer in time: the outcome is not known, call again
+     * @throws TransactionSessionException for any other failure (authorization, a closed committer): the outcome is
+     *         not known
      */
     public CompletionOutcome abort(String transactionalId, PreparedTransaction prepared) {
-        return completion(transactionalId, prepared).abort(prepared);
+        ResumedCompletion completion = completion(transactionalId, prepared);
+        try {
+            return completion.abort(prepared);
+        }
+        catch (RuntimeException ex) {
+            throw translated(transactionalId, "abort", prepared, ex);
+        }
     }
 
-    private ResumedCompletion completion(String transactionalId, @Nullable PreparedTransaction prepared) {
+    /** The exceptions of a resumed session: timeouts as SessionTimeoutException, the rest as session exceptions. */
+    private static RuntimeException translated(String transactionalId, String call, PreparedTransaction prepared,
+            RuntimeException ex) {
+        if (ex instanceof TransactionSessionException || ex instanceof InterruptException) {
+            return ex;
+        }
+        if (ex instanceof TimeoutException) {
+            return new SessionTimeoutException(transactionalId, "TransactionCommitter." + call + "()", ex);
+        }
+        return new TransactionSessionException(transactionalId, call + " of prepared transaction " + prepared
+                + " failed: " + ex + ". Its outcome is not known: complete it again (a retry is safe).", ex);
+    }
+
+    private ResumedCompletion completion(@Nullable String transactionalId, @Nullable PreparedTransaction prepared) {
         Objects.requireNonNull(transactionalId, "transactionalId");
         Objects.requireNonNull(prepared, "prepared");
         if (transactionalId.isBlank()) {
@@ -109,8 +140,9 @@ public final class TransactionCommitter implements AutoCloseable {
     }
 
     /**
-     * Closes the connections. Calls in progress fail with a {@link org.apache.kafka.common.KafkaException} (their
-     * outcome is unknown: complete them again with a new committer); later calls throw {@link IllegalStateException}.
+     * Closes the connections, after the request in flight (if any) has its answer. A call in progress then fails with
+     * a {@link TransactionSessionException} at its next request (its outcome is not known: complete it again with a
+     * new committer); later calls throw {@link IllegalStateException}.
      */
     @Override
     public void close() {

@@ -24,7 +24,8 @@ import org.slf4j.LoggerFactory;
  * <h2>How</h2>
  * The end only records when it happened. A first write within {@link #RECENT_NANOS} of it asks the coordinator
  * (DescribeTransactions, a fraction of a millisecond) and, while the transaction is still in its Prepare state, asks
- * again 0.1 to 1 ms apart, for at most {@link #MAX_WAIT_NANOS}. A write later than that goes ahead at once: the
+ * again 0.1 to 1 ms apart, for about {@link #MAX_WAIT_NANOS} at most (no pause runs past it; each look is bounded by
+ * what is left of it, but by 1 ms at least). A write later than that goes ahead at once: the
  * markers are almost always written by then, and a caller who does not write right away pays nothing, not even a
  * background look.
  *
@@ -79,8 +80,9 @@ final class TransactionEndWatch {
                     this.settled = true;
                     return true;
                 }
-                if (System.nanoTime() - deadline > 0 || Thread.currentThread().isInterrupted()) {
-                    return false;
+                long remaining = deadline - System.nanoTime();
+                if (remaining <= backoff || Thread.currentThread().isInterrupted()) {
+                    return false; // no time for another look
                 }
                 LockSupport.parkNanos(backoff);
                 backoff = Math.min(MAX_BACKOFF_NANOS, backoff * 2);

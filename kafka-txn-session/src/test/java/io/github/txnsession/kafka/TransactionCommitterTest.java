@@ -111,6 +111,17 @@ class TransactionCommitterTest {
     }
 
     @Test
+    void aCoordinatorThatDoesNotAnswerIsATimeoutWithAnUnknownOutcome() {
+        Map<String, Object> unreachable = Map.of("bootstrap.servers", "127.0.0.1:1",
+                TransactionSessionConfig.COORDINATOR_TIMEOUT_MS, 300);
+        try (TransactionCommitter committer = TransactionCommitter.create(unreachable)) {
+            assertThatThrownBy(() -> committer.commit("tx-unreachable", PreparedTransaction.of(1, (short) 1, 5)))
+                .isInstanceOf(SessionTimeoutException.class)
+                .hasMessageContaining("tx-unreachable");
+        }
+    }
+
+    @Test
     void aClosedCommitterSaysSo() {
         TransactionCommitter committer = TransactionCommitter.create(cluster().clientConfigs());
         committer.close();

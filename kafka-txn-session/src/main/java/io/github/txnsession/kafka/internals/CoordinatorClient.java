@@ -38,6 +38,7 @@ import org.apache.kafka.common.message.EndTxnRequestData;
 import org.apache.kafka.common.message.FindCoordinatorRequestData;
 import org.apache.kafka.common.message.FindCoordinatorResponseData;
 import org.apache.kafka.common.metrics.Metrics;
+import org.apache.kafka.common.network.ChannelBuilder;
 import org.apache.kafka.common.network.NetworkReceive;
 import org.apache.kafka.common.network.Selector;
 import org.apache.kafka.common.protocol.ApiKeys;
@@ -54,6 +55,7 @@ import org.apache.kafka.common.requests.FindCoordinatorRequest;
 import org.apache.kafka.common.requests.FindCoordinatorResponse;
 import org.apache.kafka.common.utils.LogContext;
 import org.apache.kafka.common.utils.Time;
+import org.apache.kafka.common.utils.Utils;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -129,11 +131,26 @@ public final class CoordinatorClient implements AutoCloseable {
         LogContext logContext = new LogContext("[CoordinatorClient clientId=" + clientId + "] ");
         // what ClientUtils.createNetworkClient builds, without per-connection sensors: a resumed session is short-lived
         // and its few requests need no per-broker metrics (they were a large share of what a resume allocates)
-        Selector selector = new Selector(NetworkReceive.UNLIMITED,
-                config.getLong(AdminClientConfig.CONNECTIONS_MAX_IDLE_MS_CONFIG), this.metrics, this.time,
-                "txn-session-coordinator", Map.<String, String>of(), false,
-                ClientUtils.createChannelBuilder(config, this.time, logContext), logContext);
-        this.client = new NetworkClient(new ManualMetadataUpdater(new ArrayList<>(this.bootstrapNodes)), null,
+        ChannelBuilder channelBuilder = null;
+        Selector selector = null;
+        try {
+            channelBuilder = ClientUtils.createChannelBuilder(config, this.time, logContext);
+            selector = new Selector(NetworkReceive.UNLIMITED,
+                    config.getLong(AdminClientConfig.CONNECTIONS_MAX_IDLE_MS_CONFIG), this.metrics, this.time,
+                    "txn-session-coordinator", Map.<String, String>of(), false, channelBuilder, logContext);
+            this.client = newNetworkClient(config, clientId, selector, logContext);
+        }
+        catch (RuntimeException ex) {
+            Utils.closeQuietly(selector, "coordinator client selector");
+            Utils.closeQuietly(channelBuilder, "coordinator client channel builder");
+            Utils.closeQuietly(this.metrics, "coordinator client metrics");
+            throw new KafkaException("Could not create the coordinator client: " + ex.getMessage(), ex);
+        }
+    }
+
+    private NetworkClient newNetworkClient(AdminClientConfig config, String clientId, Selector selector,
+            LogContext logContext) {
+        return new NetworkClient(new ManualMetadataUpdater(new ArrayList<>(this.bootstrapNodes)), null,
                 selector, clientId, 1, config.getLong(AdminClientConfig.RECONNECT_BACKOFF_MS_CONFIG),
                 config.getLong(AdminClientConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG),
                 config.getInt(AdminClientConfig.SEND_BUFFER_CONFIG),
