@@ -82,13 +82,7 @@ public final class TransactionCommitter implements AutoCloseable {
      *         not known
      */
     public CompletionOutcome commit(String transactionalId, PreparedTransaction prepared) {
-        ResumedCompletion completion = completion(transactionalId, prepared);
-        try {
-            return completion.commit(prepared);
-        }
-        catch (RuntimeException ex) {
-            throw translated(transactionalId, "commit", prepared, ex);
-        }
+        return complete(transactionalId, prepared, true);
     }
 
     /**
@@ -104,12 +98,16 @@ public final class TransactionCommitter implements AutoCloseable {
      *         not known
      */
     public CompletionOutcome abort(String transactionalId, PreparedTransaction prepared) {
+        return complete(transactionalId, prepared, false);
+    }
+
+    private CompletionOutcome complete(String transactionalId, PreparedTransaction prepared, boolean commit) {
         ResumedCompletion completion = completion(transactionalId, prepared);
         try {
-            return completion.abort(prepared);
+            return commit ? completion.commit(prepared) : completion.abort(prepared);
         }
         catch (RuntimeException ex) {
-            throw translated(transactionalId, "abort", prepared, ex);
+            throw translated(transactionalId, commit ? "commit" : "abort", prepared, ex);
         }
     }
 
