@@ -113,8 +113,9 @@ final class P1ProducerTransactions {
                 warmUp(warmed.get(i), KEYS.get(i), 1, MAX_THREADS, Duration.ofSeconds(1)); // caches and pools of 4
             }
             String rotation = "1 rec/tx, 1 thr, 4-id rotation, warmed";
-            measure(warmed, rotation, 1, 1, List.of(0, 1, 2, 3));
+            measure(warmed, rotation, 1, 1, List.of(0, 1, 2, 3, 5));
             r.goal(S, rotation, "tx_per_s", "c", "b", 1.05, true);
+            r.goal(S, rotation, "tx_per_s", "d", "f", 1.0, true);
             for (int records : new int[] { 1, 10 }) {
                 String caseName = records + " rec/tx, " + MAX_THREADS + " thr";
                 measure(warmed, caseName, records, MAX_THREADS, List.of(0, 1, 2, 3));
@@ -208,7 +209,7 @@ final class P1ProducerTransactions {
             all.add(starter(on, tag + "starter-"));
             all.add(core(on, tag + "core-", !oneId, null));
             all.add(raw(on, tag + "rotation-", true));
-            all.add(core(on, tag + "core-nowait-", false, false));
+            all.add(core(on, tag + "core-nowait-", !oneId, false));
         }
         catch (RuntimeException ex) {
             all.close();

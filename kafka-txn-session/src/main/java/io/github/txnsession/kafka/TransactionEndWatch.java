@@ -40,7 +40,7 @@ final class TransactionEndWatch {
     private static final Logger log = LoggerFactory.getLogger(TransactionEndWatch.class);
 
     /** A first write later than this after the end does not look. */
-    static final long RECENT_NANOS = TimeUnit.MILLISECONDS.toNanos(3);
+    static final long RECENT_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
     /** The longest a first write waits. */
     static final long MAX_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
     private static final long FIRST_BACKOFF_NANOS = TimeUnit.MICROSECONDS.toNanos(100);

@@ -9,6 +9,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -26,7 +27,10 @@ import org.apache.kafka.clients.NodeApiVersions;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.config.AbstractConfig;
+import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.config.SaslConfigs;
 import org.apache.kafka.common.errors.AuthenticationException;
 import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.errors.UnsupportedVersionException;
@@ -44,6 +48,7 @@ import org.apache.kafka.common.network.Selector;
 import org.apache.kafka.common.protocol.ApiKeys;
 import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.requests.AbstractRequest;
+import org.apache.kafka.common.security.auth.SecurityProtocol;
 import org.apache.kafka.common.requests.AbstractResponse;
 import org.apache.kafka.common.requests.DescribeConfigsRequest;
 import org.apache.kafka.common.requests.DescribeConfigsResponse;
@@ -81,6 +86,8 @@ public final class CoordinatorClient implements AutoCloseable {
     private static final long MAX_BACKOFF_MS = 1_000;
     /** How many transactional ids' coordinators are remembered (a long-lived committer sees many ids). */
     static final int MAX_KNOWN_COORDINATORS = 10_000;
+    /** The admin-client keys a client without transport security reads, as the admin client defines them. */
+    private static final ConfigDef PLAINTEXT_CONFIG = plaintextConfig();
 
     private final Time time = Time.SYSTEM;
     private final Metrics metrics;
@@ -89,13 +96,7 @@ public final class CoordinatorClient implements AutoCloseable {
     private final List<Node> bootstrapNodes;
     private final int requestTimeoutMs;
     /** each transactional id's coordinator, the least recently used dropped beyond {@link #MAX_KNOWN_COORDINATORS} */
-    private final Map<String, KnownCoordinator> coordinators = Collections.synchronizedMap(
-            new LinkedHashMap<>(16, 0.75f, true) {
-                @Override
-                protected boolean removeEldestEntry(Map.Entry<String, KnownCoordinator> eldest) {
-                    return size() > MAX_KNOWN_COORDINATORS;
-                }
-            });
+    private final Map<String, KnownCoordinator> coordinators;
     private final Object lock = new Object();
     private int nextBootstrap;
     private boolean closed;
@@ -105,6 +106,17 @@ public final class CoordinatorClient implements AutoCloseable {
      *        {@code request.timeout.ms} are used; keys that are not admin-client keys are ignored
      */
     public CoordinatorClient(Map<String, ?> configs) {
+        this(configs, MAX_KNOWN_COORDINATORS);
+    }
+
+    /** With a smaller memory of coordinators, for tests of the eviction. */
+    CoordinatorClient(Map<String, ?> configs, int maxKnownCoordinators) {
+        this.coordinators = Collections.synchronizedMap(new LinkedHashMap<>(16, 0.75f, true) {
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<String, KnownCoordinator> eldest) {
+                return size() > maxKnownCoordinators;
+            }
+        });
         Map<String, Object> adminConfigs = new HashMap<>();
         configs.forEach((k, v) -> {
             if (AdminClientConfig.configNames().contains(k) || k.startsWith("sasl.") || k.startsWith("ssl.")
@@ -114,9 +126,7 @@ public final class CoordinatorClient implements AutoCloseable {
         });
         String clientId = "txn-session-coordinator-" + CLIENT_IDS.incrementAndGet();
         adminConfigs.put(AdminClientConfig.CLIENT_ID_CONFIG, clientId);
-        // doLog=false: a resumed session is short-lived; dumping all admin config values at INFO for each one costs
-        // allocation and log noise (the protected constructor is reached through an anonymous subclass)
-        AdminClientConfig config = new AdminClientConfig(adminConfigs, false) { };
+        AbstractConfig config = parse(adminConfigs);
         List<InetSocketAddress> addresses = ClientUtils.parseAndValidateAddresses(
                 config.getList(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG),
                 config.getString(AdminClientConfig.CLIENT_DNS_LOOKUP_CONFIG));
@@ -148,7 +158,38 @@ public final class CoordinatorClient implements AutoCloseable {
         }
     }
 
-    private NetworkClient newNetworkClient(AdminClientConfig config, String clientId, Selector selector,
+    /**
+     * The configs as the admin client reads them. Without transport security only the keys this client uses are
+     * parsed (the admin client's own definitions: same defaults and validation); with TLS or SASL all of them, since
+     * the channel builder reads the security keys. doLog=false: a resumed session is short-lived; logging every value
+     * at INFO for each one costs allocation and log noise.
+     */
+    private static AbstractConfig parse(Map<String, Object> adminConfigs) {
+        Object protocol = adminConfigs.get(AdminClientConfig.SECURITY_PROTOCOL_CONFIG);
+        if (protocol == null || SecurityProtocol.PLAINTEXT.name.equalsIgnoreCase(protocol.toString().trim())) {
+            return new AbstractConfig(PLAINTEXT_CONFIG, adminConfigs, false);
+        }
+        return new AdminClientConfig(adminConfigs, false) { }; // protected constructor, through a subclass
+    }
+
+    private static ConfigDef plaintextConfig() {
+        Map<String, ConfigDef.ConfigKey> admin = AdminClientConfig.configDef().configKeys();
+        ConfigDef used = new ConfigDef();
+        for (String name : List.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, AdminClientConfig.CLIENT_ID_CONFIG,
+                AdminClientConfig.CLIENT_DNS_LOOKUP_CONFIG, AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG,
+                AdminClientConfig.CONNECTIONS_MAX_IDLE_MS_CONFIG, AdminClientConfig.RECONNECT_BACKOFF_MS_CONFIG,
+                AdminClientConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, AdminClientConfig.SEND_BUFFER_CONFIG,
+                AdminClientConfig.RECEIVE_BUFFER_CONFIG, AdminClientConfig.SOCKET_CONNECTION_SETUP_TIMEOUT_MS_CONFIG,
+                AdminClientConfig.SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS_CONFIG,
+                AdminClientConfig.METADATA_RECOVERY_REBOOTSTRAP_TRIGGER_MS_CONFIG,
+                AdminClientConfig.METADATA_RECOVERY_STRATEGY_CONFIG, AdminClientConfig.SECURITY_PROTOCOL_CONFIG,
+                SaslConfigs.SASL_MECHANISM)) {
+            used.define(Objects.requireNonNull(admin.get(name), name));
+        }
+        return used;
+    }
+
+    private NetworkClient newNetworkClient(AbstractConfig config, String clientId, Selector selector,
             LogContext logContext) {
         return new NetworkClient(new ManualMetadataUpdater(new ArrayList<>(this.bootstrapNodes)), null,
                 selector, clientId, 1, config.getLong(AdminClientConfig.RECONNECT_BACKOFF_MS_CONFIG),
@@ -479,6 +520,16 @@ public final class CoordinatorClient implements AutoCloseable {
         if (this.closed) {
             throw new KafkaException("The coordinator client is closed");
         }
+    }
+
+    /** @return how many transactional ids' coordinators are remembered now (for tests) */
+    int knownCoordinatorCount() {
+        return this.coordinators.size();
+    }
+
+    /** @return whether the coordinator of {@code transactionalId} is remembered now (for tests) */
+    boolean knowsCoordinatorOf(String transactionalId) {
+        return this.coordinators.containsKey(transactionalId);
     }
 
     @Override
