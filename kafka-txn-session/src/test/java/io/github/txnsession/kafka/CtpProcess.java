@@ -20,9 +20,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * The consume-transform-produce processor of {@link TransactionalConsumerCrashTest}, run in a child JVM: polls batches
  * of up to 50 records through a bound {@link TransactionalConsumer}, writes "out-" + value to the same partition of
  * the output topic, commits. With {@code haltAfterSends >= 0} it dies ({@code Runtime.halt}) right after that many
- * sends, in the middle of a transaction. Prints "ready", "committed N", "halting" and "done" lines.
+ * sends, in the middle of a transaction. With {@code pauseAfterCommits >= 0}, the first transaction after that many
+ * committed records flushes its sends, prints "mid-transaction" and waits 500 ms before committing (a window for a
+ * test to freeze the process there). A session error ends the process with a "failed ExceptionClass" line and exit
+ * code 2. Prints "ready", "committed N", "halting" and "done" lines.
  *
- * <p>Arguments: bootstrap input output group transactionalId haltAfterSends
+ * <p>Arguments: bootstrap input output group transactionalId haltAfterSends [pauseAfterCommits]
  */
 public final class CtpProcess {
 
@@ -36,6 +39,7 @@ public final class CtpProcess {
         String group = args[3];
         String transactionalId = args[4];
         int haltAfterSends = Integer.parseInt(args[5]);
+        int pauseAfterCommits = args.length > 6 ? Integer.parseInt(args[6]) : -1;
 
         Map<String, Object> sessionConfigs = new HashMap<>();
         sessionConfigs.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -51,6 +55,18 @@ public final class CtpProcess {
         consumerConfigs.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         consumerConfigs.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 50);
 
+        try {
+            run(sessionConfigs, consumerConfigs, input, output, haltAfterSends, pauseAfterCommits);
+        }
+        catch (TransactionSessionException ex) {
+            System.out.println("failed " + ex.getClass().getSimpleName() + ": " + ex.getMessage());
+            System.out.flush();
+            Runtime.getRuntime().halt(2);
+        }
+    }
+
+    private static void run(Map<String, Object> sessionConfigs, Map<String, Object> consumerConfigs, String input,
+            String output, int haltAfterSends, int pauseAfterCommits) {
         try (TransactionSession session = TransactionSession.open(sessionConfigs);
                 TransactionalConsumer<String, String> consumer = new TransactionalConsumer<>(
                         new KafkaConsumer<>(consumerConfigs, new StringDeserializer(), new StringDeserializer()))) {
@@ -82,11 +98,27 @@ public final class CtpProcess {
                         Runtime.getRuntime().halt(3);
                     }
                 }
+                if (pauseAfterCommits >= 0 && committed >= pauseAfterCommits) {
+                    pauseAfterCommits = -1;
+                    out.flush();
+                    System.out.println("mid-transaction");
+                    System.out.flush();
+                    sleep(500);
+                }
                 session.commitTransaction();
                 committed += records.count();
                 System.out.println("committed " + committed);
                 System.out.flush();
             }
+        }
+    }
+
+    private static void sleep(long millis) {
+        try {
+            Thread.sleep(millis); // the window in which the test freezes this process; not a synchronisation
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
         }
     }
 

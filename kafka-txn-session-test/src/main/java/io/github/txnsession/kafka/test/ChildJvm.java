@@ -152,6 +152,36 @@ public final class ChildJvm implements AutoCloseable {
         awaitExit(Duration.ofSeconds(30));
     }
 
+    /**
+     * Freezes the child (SIGSTOP), as a long GC pause or a suspended VM would: every thread stops, its connections stay
+     * open and nothing is sent. POSIX systems only.
+     */
+    public void pause() {
+        signal("STOP");
+    }
+
+    /** Lets a child frozen by {@link #pause()} run again (SIGCONT). */
+    public void resume() {
+        signal("CONT");
+    }
+
+    private void signal(String name) {
+        try {
+            Process kill = new ProcessBuilder("kill", "-" + name, String.valueOf(this.process.pid()))
+                .redirectErrorStream(true).start();
+            if (!kill.waitFor(10, TimeUnit.SECONDS) || kill.exitValue() != 0) {
+                throw new AssertionError("kill -" + name + " " + this.process.pid() + " failed");
+            }
+        }
+        catch (IOException ex) {
+            throw new AssertionError("Could not send SIG" + name + " to the child JVM", ex);
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new AssertionError("Interrupted while signalling the child JVM", ex);
+        }
+    }
+
     /** @return whether the child is still running */
     public boolean isAlive() {
         return this.process.isAlive();

@@ -18,6 +18,7 @@ import org.apache.kafka.clients.ApiVersions;
 import org.apache.kafka.clients.ClientRequest;
 import org.apache.kafka.clients.ClientResponse;
 import org.apache.kafka.clients.ClientUtils;
+import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.clients.DefaultHostResolver;
 import org.apache.kafka.clients.ManualMetadataUpdater;
 import org.apache.kafka.clients.MetadataRecoveryStrategy;
@@ -87,7 +88,7 @@ public final class CoordinatorClient implements AutoCloseable {
     /** How many transactional ids' coordinators are remembered (a long-lived committer sees many ids). */
     static final int MAX_KNOWN_COORDINATORS = 10_000;
     /** The admin-client keys a client without transport security reads, as the admin client defines them. */
-    private static final ConfigDef PLAINTEXT_CONFIG = plaintextConfig();
+    private static final @Nullable ConfigDef PLAINTEXT_CONFIG = plaintextConfig();
 
     private final Time time = Time.SYSTEM;
     private final Metrics metrics;
@@ -100,6 +101,8 @@ public final class CoordinatorClient implements AutoCloseable {
     private final Object lock = new Object();
     private int nextBootstrap;
     private boolean closed;
+    /** set by {@link #close()} before it waits for a call in flight, so that a caller's next request fails at once */
+    private volatile boolean closing;
 
     /**
      * @param configs Kafka client configs: {@code bootstrap.servers}, security settings and
@@ -111,6 +114,9 @@ public final class CoordinatorClient implements AutoCloseable {
 
     /** With a smaller memory of coordinators, for tests of the eviction. */
     CoordinatorClient(Map<String, ?> configs, int maxKnownCoordinators) {
+        if (maxKnownCoordinators < 1) {
+            throw new IllegalArgumentException("maxKnownCoordinators must be at least 1, got " + maxKnownCoordinators);
+        }
         this.coordinators = Collections.synchronizedMap(new LinkedHashMap<>(16, 0.75f, true) {
             @Override
             protected boolean removeEldestEntry(Map.Entry<String, KnownCoordinator> eldest) {
@@ -164,15 +170,25 @@ public final class CoordinatorClient implements AutoCloseable {
      * the channel builder reads the security keys. doLog=false: a resumed session is short-lived; logging every value
      * at INFO for each one costs allocation and log noise.
      */
-    private static AbstractConfig parse(Map<String, Object> adminConfigs) {
+    static AbstractConfig parse(Map<String, Object> adminConfigs) {
         Object protocol = adminConfigs.get(AdminClientConfig.SECURITY_PROTOCOL_CONFIG);
-        if (protocol == null || SecurityProtocol.PLAINTEXT.name.equalsIgnoreCase(protocol.toString().trim())) {
-            return new AbstractConfig(PLAINTEXT_CONFIG, adminConfigs, false);
+        ConfigDef plaintext = PLAINTEXT_CONFIG;
+        if (plaintext != null && (protocol == null
+                || SecurityProtocol.PLAINTEXT.name.equalsIgnoreCase(protocol.toString().trim()))) {
+            return new AbstractConfig(plaintext, adminConfigs, false) {
+                @Override
+                protected Map<String, Object> postProcessParsedConfig(Map<String, Object> parsedValues) {
+                    // as the admin client does: reconnect.backoff.max.ms follows reconnect.backoff.ms when only that
+                    // one is set
+                    return CommonClientConfigs.postProcessReconnectBackoffConfigs(this, parsedValues);
+                }
+            };
         }
         return new AdminClientConfig(adminConfigs, false) { }; // protected constructor, through a subclass
     }
 
-    private static ConfigDef plaintextConfig() {
+    /** @return the subset, or null (parse all admin keys) if a kafka-clients version lacks one of the keys */
+    private static @Nullable ConfigDef plaintextConfig() {
         Map<String, ConfigDef.ConfigKey> admin = AdminClientConfig.configDef().configKeys();
         ConfigDef used = new ConfigDef();
         for (String name : List.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, AdminClientConfig.CLIENT_ID_CONFIG,
@@ -184,7 +200,11 @@ public final class CoordinatorClient implements AutoCloseable {
                 AdminClientConfig.METADATA_RECOVERY_REBOOTSTRAP_TRIGGER_MS_CONFIG,
                 AdminClientConfig.METADATA_RECOVERY_STRATEGY_CONFIG, AdminClientConfig.SECURITY_PROTOCOL_CONFIG,
                 SaslConfigs.SASL_MECHANISM)) {
-            used.define(Objects.requireNonNull(admin.get(name), name));
+            ConfigDef.ConfigKey key = admin.get(name);
+            if (key == null) {
+                return null;
+            }
+            used.define(key);
         }
         return used;
     }
@@ -517,7 +537,7 @@ public final class CoordinatorClient implements AutoCloseable {
     }
 
     private void ensureOpen() {
-        if (this.closed) {
+        if (this.closing || this.closed) {
             throw new KafkaException("The coordinator client is closed");
         }
     }
@@ -534,6 +554,7 @@ public final class CoordinatorClient implements AutoCloseable {
 
     @Override
     public void close() {
+        this.closing = true;
         synchronized (this.lock) {
             if (this.closed) {
                 return;

@@ -1,6 +1,8 @@
 package io.github.txnsession.kafka.internals;
 
 import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -9,11 +11,14 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.config.AbstractConfig;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -54,6 +59,7 @@ class CoordinatorClientTest {
     }
 
     @Test
+    @Timeout(120)
     void closeRacingCallsEndsThemWithAnError() throws Exception {
         String id = EmbeddedKafkaCluster.uniqueName("cc-close");
         initialize(id);
@@ -72,14 +78,47 @@ class CoordinatorClientTest {
                 return ex;
             }
         });
-        assertThat(running.await(30, TimeUnit.SECONDS)).isTrue();
-        client.close();
+        try {
+            assertThat(running.await(30, TimeUnit.SECONDS)).isTrue();
+        }
+        finally {
+            client.close(); // waits for the request in flight at most; the caller's next one fails
+        }
         Throwable ended = caller.get(30, TimeUnit.SECONDS);
         assertThat(ended).isInstanceOf(KafkaException.class).hasMessageContaining("closed");
         assertThat(described.get()).isPositive();
         client.close(); // again: nothing
         assertThatThrownBy(() -> client.describe(id, Duration.ofSeconds(1))).isInstanceOf(KafkaException.class)
             .hasMessageContaining("closed");
+    }
+
+    /**
+     * Without transport security only the keys the client reads are parsed: each must read as the admin client reads
+     * it, reconnect back-off adjustment included (the max follows reconnect.backoff.ms when only that one is set).
+     */
+    @Test
+    void theKeysItReadsParseAsTheAdminClientParsesThem() {
+        List<Map<String, Object>> variants = List.of(Map.of(), Map.of("reconnect.backoff.ms", 10),
+                Map.of("reconnect.backoff.ms", 5000),
+                Map.of("reconnect.backoff.ms", 10, "reconnect.backoff.max.ms", 40),
+                Map.of("security.protocol", " plaintext ", "request.timeout.ms", "1234", "send.buffer.bytes", -1),
+                Map.of("client.dns.lookup", "resolve_canonical_bootstrap_servers_only",
+                        "metadata.recovery.strategy", "none", "connections.max.idle.ms", 777));
+        for (Map<String, Object> variant : variants) {
+            Map<String, Object> configs = new HashMap<>(variant);
+            configs.put("bootstrap.servers", "localhost:9092");
+            AbstractConfig ours = CoordinatorClient.parse(configs);
+            AdminClientConfig admin = new AdminClientConfig(configs);
+            for (String key : List.of("bootstrap.servers", "client.dns.lookup", "request.timeout.ms",
+                    "connections.max.idle.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms",
+                    "send.buffer.bytes", "receive.buffer.bytes", "socket.connection.setup.timeout.ms",
+                    "socket.connection.setup.timeout.max.ms", "metadata.recovery.rebootstrap.trigger.ms",
+                    "metadata.recovery.strategy", "security.protocol", "sasl.mechanism")) {
+                assertThat(ours.values().get(key)).as("%s with %s", key, variant).isEqualTo(admin.values().get(key));
+            }
+        }
+        assertThat(CoordinatorClient.parse(new HashMap<>(Map.of("bootstrap.servers", "localhost:9092",
+                "security.protocol", "SASL_PLAINTEXT")))).isInstanceOf(AdminClientConfig.class);
     }
 
     /** Gives {@code transactionalId} a state at its coordinator (initTransactions). */
