@@ -21,8 +21,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * of up to 50 records through a bound {@link TransactionalConsumer}, writes "out-" + value to the same partition of
  * the output topic, commits. With {@code haltAfterSends >= 0} it dies ({@code Runtime.halt}) right after that many
  * sends, in the middle of a transaction. With {@code pauseAfterCommits >= 0}, the first transaction after that many
- * committed records flushes its sends, prints "mid-transaction" and waits 500 ms before committing (a window for a
- * test to freeze the process there). A session error ends the process with a "failed ExceptionClass" line and exit
+ * committed records flushes its sends, prints "mid-transaction" and waits for a line on its standard input before
+ * committing (so that a test can freeze it there). A session error ends the process with a "failed ExceptionClass" line and exit
  * code 2. Prints "ready", "committed N", "halting" and "done" lines.
  *
  * <p>Arguments: bootstrap input output group transactionalId haltAfterSends [pauseAfterCommits]
@@ -103,7 +103,7 @@ public final class CtpProcess {
                     out.flush();
                     System.out.println("mid-transaction");
                     System.out.flush();
-                    sleep(500);
+                    awaitGoAhead();
                 }
                 session.commitTransaction();
                 committed += records.count();
@@ -113,12 +113,13 @@ public final class CtpProcess {
         }
     }
 
-    private static void sleep(long millis) {
+    private static void awaitGoAhead() {
         try {
-            Thread.sleep(millis); // the window in which the test freezes this process; not a synchronisation
+            new java.io.BufferedReader(new java.io.InputStreamReader(System.in,
+                    java.nio.charset.StandardCharsets.UTF_8)).readLine();
         }
-        catch (InterruptedException ex) {
-            Thread.currentThread().interrupt();
+        catch (java.io.IOException ex) {
+            throw new java.io.UncheckedIOException(ex);
         }
     }
 

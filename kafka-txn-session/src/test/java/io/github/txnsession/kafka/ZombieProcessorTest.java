@@ -5,14 +5,18 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 
 import io.github.txnsession.kafka.test.ChildJvm;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.HangingTransactions;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
@@ -54,13 +58,14 @@ class ZombieProcessorTest {
                 transactionalId, "-1", "200")) {
             zombie.awaitLine("ready", Duration.ofSeconds(60));
             zombie.awaitLine("mid-transaction", Duration.ofSeconds(60));
-            zombie.pause(); // its sends are flushed and acknowledged; its commit has not been sent
+            zombie.pause(); // its sends are flushed and acknowledged; it waits for our line before committing
             try (ChildJvm successor = ChildJvm.start(CtpProcess.class, kafka.bootstrapServers(), input, output,
                     group, transactionalId, "-1")) {
                 successor.awaitLine("done", Duration.ofSeconds(120));
                 assertThat(successor.awaitExit(Duration.ofSeconds(30))).isZero();
             }
             zombie.resume();
+            zombie.send("go"); // commit now
             String failure = zombie.awaitLine("failed", Duration.ofSeconds(60));
             assertThat(failure).as("how the zombie learned it lost its id").startsWith(
                     "failed " + SessionFencedException.class.getSimpleName());
@@ -82,11 +87,35 @@ class ZombieProcessorTest {
             assertThat(perPartition.get(p)).as("partition %d: every input once, in order", p)
                 .containsExactlyElementsOf(expected);
         }
+        assertThat(dataRecordsInTheLog(output)).as("the zombie's flushed records are in the log, aborted")
+            .isGreaterThan(PARTITIONS * PER_PARTITION);
         List<TopicPartition> partitions = new ArrayList<>();
         for (int p = 0; p < PARTITIONS; p++) {
-            partitions.add(new TopicPartition(input, p));
             partitions.add(new TopicPartition(output, p));
         }
+        partitions.addAll(HangingTransactions.offsetsTopicPartitions(kafka.cluster().admin()));
         HangingTransactions.assertNone(kafka.cluster().admin(), transactionalId, partitions, Duration.ofSeconds(30));
+    }
+
+    /** @return how many data records the topic holds, aborted ones included (read_uncommitted up to the end) */
+    private static int dataRecordsInTheLog(String topic) {
+        Map<String, Object> configs = kafka.cluster().clientConfigs();
+        configs.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_uncommitted");
+        int count = 0;
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(configs, new StringDeserializer(),
+                new StringDeserializer())) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int p = 0; p < PARTITIONS; p++) {
+                tps.add(new TopicPartition(topic, p));
+            }
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = consumer.endOffsets(tps);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (tps.stream().anyMatch(tp -> consumer.position(tp) < end.get(tp)) && System.nanoTime() < deadline) {
+                count += consumer.poll(Duration.ofMillis(200)).count();
+            }
+        }
+        return count;
     }
 }

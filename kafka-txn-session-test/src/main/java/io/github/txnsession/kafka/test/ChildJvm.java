@@ -160,6 +160,21 @@ public final class ChildJvm implements AutoCloseable {
         signal("STOP");
     }
 
+    /**
+     * Writes a line to the child's standard input, for a child that waits for the test's go-ahead.
+     *
+     * @param line the line, without its line end
+     */
+    public void send(String line) {
+        try {
+            this.process.getOutputStream().write((line + "\n").getBytes(StandardCharsets.UTF_8));
+            this.process.getOutputStream().flush();
+        }
+        catch (IOException ex) {
+            throw new AssertionError("Could not write to the child JVM's standard input", ex);
+        }
+    }
+
     /** Lets a child frozen by {@link #pause()} run again (SIGCONT). */
     public void resume() {
         signal("CONT");
@@ -167,9 +182,14 @@ public final class ChildJvm implements AutoCloseable {
 
     private void signal(String name) {
         try {
-            Process kill = new ProcessBuilder("kill", "-" + name, String.valueOf(this.process.pid()))
+            // the shell's kill builtin: no separate kill binary needed
+            Process kill = new ProcessBuilder("sh", "-c", "kill -" + name + " " + this.process.pid())
                 .redirectErrorStream(true).start();
-            if (!kill.waitFor(10, TimeUnit.SECONDS) || kill.exitValue() != 0) {
+            if (!kill.waitFor(10, TimeUnit.SECONDS)) {
+                kill.destroyForcibly();
+                throw new AssertionError("kill -" + name + " " + this.process.pid() + " did not finish");
+            }
+            if (kill.exitValue() != 0) {
                 throw new AssertionError("kill -" + name + " " + this.process.pid() + " failed");
             }
         }

@@ -35,7 +35,8 @@ public final class HangingTransactions {
 
     /**
      * @param admin an admin client of the cluster
-     * @param transactionalIdPrefix the start of every transactional id the test used
+     * @param transactionalIdPrefix the transactional id the test used, or the start of its ids: an id counts when it
+     *        equals this or starts with this followed by {@code -}
      * @param partitions the partitions the test wrote to or consumed from with transactions
      * @param wait how long open transactions may take to finish before they count as hanging
      * @throws AssertionError naming every open transaction, producer and pinned partition found at the end of the wait
@@ -64,6 +65,25 @@ public final class HangingTransactions {
     }
 
     /**
+     * @param admin an admin client of the cluster
+     * @return every partition of {@code __consumer_offsets}, where transactional offset commits are written
+     */
+    public static List<TopicPartition> offsetsTopicPartitions(Admin admin) {
+        try {
+            return admin.describeTopics(List.of("__consumer_offsets")).allTopicNames().get().get("__consumer_offsets")
+                .partitions().stream().map(p -> new TopicPartition("__consumer_offsets", p.partition()))
+                .collect(Collectors.toList());
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new AssertionError("Interrupted while listing __consumer_offsets", ex);
+        }
+        catch (ExecutionException ex) {
+            throw new AssertionError("Could not list __consumer_offsets: " + ex.getCause(), ex);
+        }
+    }
+
+    /**
      * @return a line for each open transaction of an id with the prefix, each producer with an open transaction on one
      *         of the partitions, and each partition whose last stable offset is below its high watermark
      */
@@ -72,15 +92,14 @@ public final class HangingTransactions {
         try {
             List<String> ids = admin.listTransactions().all().get().stream()
                 .map(TransactionListing::transactionalId)
-                .filter(id -> id.startsWith(transactionalIdPrefix))
+                .filter(id -> id.equals(transactionalIdPrefix) || id.startsWith(transactionalIdPrefix + "-"))
                 .collect(Collectors.toList());
             if (!ids.isEmpty()) {
                 for (Map.Entry<String, TransactionDescription> e : admin.describeTransactions(ids).all().get()
                     .entrySet()) {
                     TransactionState state = e.getValue().state();
-                    if (state == TransactionState.ONGOING || state == TransactionState.PREPARE_COMMIT
-                            || state == TransactionState.PREPARE_ABORT
-                            || state == TransactionState.PREPARE_EPOCH_FENCE) {
+                    if (state != TransactionState.EMPTY && state != TransactionState.COMPLETE_COMMIT
+                            && state != TransactionState.COMPLETE_ABORT) {
                         found.add("transactional id '" + e.getKey() + "' is " + state + " (producer "
                                 + e.getValue().producerId() + ", epoch " + e.getValue().producerEpoch()
                                 + ", partitions " + e.getValue().topicPartitions() + ")");
