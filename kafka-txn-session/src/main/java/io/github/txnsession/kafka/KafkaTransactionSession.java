@@ -167,6 +167,10 @@ final class KafkaTransactionSession implements TransactionSession {
         }
         catch (RuntimeException ex) {
             session.closeQuietly();
+            if (!(ex instanceof TransactionSessionException)
+                    && SessionAuthorizationException.isSessionAuthorizationError(ex)) {
+                throw new SessionAuthorizationException(transactionalId, "resume()", ex);
+            }
             throw ex;
         }
     }
@@ -213,6 +217,10 @@ final class KafkaTransactionSession implements TransactionSession {
         }
         catch (RuntimeException ex) {
             probe.closeQuietly();
+            if (!(ex instanceof TransactionSessionException)
+                    && SessionAuthorizationException.isSessionAuthorizationError(ex)) {
+                throw new SessionAuthorizationException(transactionalId, "resumeOpen()", ex);
+            }
             throw ex;
         }
     }
@@ -723,6 +731,10 @@ final class KafkaTransactionSession implements TransactionSession {
             restore(from);
             return ex instanceof InterruptException ? ex : new SessionTimeoutException(this.transactionalId, call, ex);
         }
+        if (SessionAuthorizationException.isSessionAuthorizationError(ex)) {
+            failFatal(null); // kafka-clients' producer is in a fatal state after these
+            return new SessionAuthorizationException(this.transactionalId, call, ex);
+        }
         if (operation == SessionOperation.INITIALIZE && !KafkaErrors.isFenced(ex)) {
             restore(from);
             return new TransactionSessionException(this.transactionalId, call + " failed: " + ex, ex);
@@ -829,6 +841,12 @@ final class KafkaTransactionSession implements TransactionSession {
             if (isTimeout(ex)) {
                 restore(from);
                 throw ex instanceof InterruptException ? ex : new SessionTimeoutException(this.transactionalId,
+                        commit ? "completeTransaction()" : "abortTransaction()", ex);
+            }
+            if (!(ex instanceof TransactionSessionException)
+                    && SessionAuthorizationException.isSessionAuthorizationError(ex)) {
+                restore(from); // refused before anything was done: the call can be made again
+                throw new SessionAuthorizationException(this.transactionalId,
                         commit ? "completeTransaction()" : "abortTransaction()", ex);
             }
             forceState(SessionState.FATAL_ERROR);
