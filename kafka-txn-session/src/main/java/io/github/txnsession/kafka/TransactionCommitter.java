@@ -120,9 +120,6 @@ public final class TransactionCommitter implements AutoCloseable {
         if (ex instanceof TimeoutException) {
             return new SessionTimeoutException(transactionalId, "TransactionCommitter." + call + "()", ex);
         }
-        if (SessionAuthorizationException.isSessionAuthorizationError(ex)) {
-            return new SessionAuthorizationException(transactionalId, "TransactionCommitter." + call + "()", ex);
-        }
         return new TransactionSessionException(transactionalId, call + " of prepared transaction " + prepared
                 + " failed: " + ex + ". Its outcome is not known: complete it again (a retry is safe).", ex);
     }

@@ -37,8 +37,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * Security (issue R5) on a SASL/PLAIN cluster with the ACL authorizer. A principal without {@code Write} on the
- * transactional id is refused at {@code initialize()} and at {@code resume()} with an authorization error, before
- * anything is written; one with {@code Describe} only gets the same; one with {@code Write} on the id but not on a
+ * transactional id is refused at {@code initialize()} with {@link SessionAuthorizationException} (a new session works
+ * once the ACL is granted), at {@code resume()} with Kafka's authorization error, before anything is written; one with {@code Describe} only gets the same; one with {@code Write} on the id but not on a
  * topic gets an abortable error: the transaction aborts and the session goes on. Throughout, every log line (the
  * library's at TRACE), exception message, stack trace and {@code toString()} is searched for the passwords: none may
  * appear.
@@ -125,9 +125,19 @@ class AuthorizationTest {
             SEEN.add(s.toString());
             assertThatThrownBy(s::initialize).satisfies(AuthorizationTest::seen)
                 .satisfies(ex -> assertThat(authorizationCause(ex)).as("an authorization error in %s", ex).isTrue());
-            assertThat(s.state()).isEqualTo(SessionState.FATAL_ERROR);
+            assertThat(s.state()).as("kafka-clients' producer cannot go on").isEqualTo(SessionState.FATAL_ERROR);
             SEEN.add(s.toString());
         }
+        allow(ResourceType.TRANSACTIONAL_ID, txnId, AclOperation.WRITE, AclOperation.DESCRIBE);
+        org.awaitility.Awaitility.await().atMost(java.time.Duration.ofSeconds(30)).untilAsserted(() -> {
+            try (TransactionSession again = TransactionSession.open(as(USER, USER_PASSWORD, txnId))) {
+                again.initialize(); // a new session, once the ACL has reached the broker's authorizer
+                assertThat(again.state()).isEqualTo(SessionState.READY);
+            }
+            catch (SessionAuthorizationException notYet) {
+                throw new AssertionError(notYet);
+            }
+        });
     }
 
     @Test
@@ -156,14 +166,14 @@ class AuthorizationTest {
             user.remove(ProducerConfig.TRANSACTIONAL_ID_CONFIG);
             assertThatThrownBy(() -> TransactionSession.resume(txnId, prepared, user))
                 .satisfies(AuthorizationTest::seen)
-                .satisfies(ex -> assertThat(authorizationCause(ex)).as("an authorization error in %s", ex).isTrue());
+                .isInstanceOf(org.apache.kafka.common.errors.TransactionalIdAuthorizationException.class);
             assertThatThrownBy(() -> {
                 try (TransactionCommitter committer = TransactionCommitter.create(user)) {
                     SEEN.add(committer.toString());
                     committer.commit(txnId, prepared);
                 }
-            }).satisfies(AuthorizationTest::seen)
-                .satisfies(ex -> assertThat(authorizationCause(ex)).as("an authorization error in %s", ex).isTrue());
+            }).satisfies(AuthorizationTest::seen).isInstanceOf(TransactionSessionException.class)
+                .satisfies(ex -> assertThat(hasCause(ex, AuthorizationException.class)).as("%s", ex).isTrue());
             admin.abortTransaction();
         }
         assertThat(TestClients.values(TestClients.readCommitted(kafka.cluster(), topic))).isEmpty();
@@ -213,12 +223,13 @@ class AuthorizationTest {
         try (TransactionSession s = TransactionSession.open(as(USER, "not-the-password", txnId))) {
             assertThatThrownBy(s::initialize).satisfies(AuthorizationTest::seen)
                 .isInstanceOf(SessionAuthorizationException.class).hasMessageContaining("security settings")
+                .satisfies(ex -> assertThat(s.state()).isEqualTo(SessionState.FATAL_ERROR))
                 .satisfies(ex -> assertThat(hasCause(ex,
                         org.apache.kafka.common.errors.AuthenticationException.class)).as("%s", ex).isTrue());
         }
     }
 
-    /** The library's typed error, naming the id, with Kafka's authorization error as its cause. */
+    /** initialize(): the library's typed error, naming the id and the ACL, with Kafka's error as its cause. */
     private static boolean authorizationCause(Throwable t) {
         return t instanceof SessionAuthorizationException && hasCause(t, AuthorizationException.class)
                 && t.getMessage().contains("TransactionalId '");

@@ -40,7 +40,7 @@ class SaslResumeTest {
                 EmbeddedKafkaCluster.SASL_USER, "not-the-password"));
         wrongPassword.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.bootstrapServers());
         assertThatThrownBy(() -> TransactionSession.resume(txnId, prepared, wrongPassword))
-            .isInstanceOf(SessionAuthorizationException.class).hasCauseInstanceOf(SaslAuthenticationException.class);
+            .isInstanceOf(SaslAuthenticationException.class);
 
         try (TransactionSession resumed = TransactionSession.resume(txnId, prepared, kafka.cluster().clientConfigs())) {
             assertThat(resumed.completeTransaction(prepared)).isEqualTo(CompletionOutcome.COMMITTED);
