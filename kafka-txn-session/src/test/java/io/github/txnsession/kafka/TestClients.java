@@ -36,6 +36,20 @@ final class TestClients {
         return configs;
     }
 
+    /**
+     * Produces {@code perPartition} records to each partition of {@code topic}: key {@code k<p>}, value
+     * {@code p<p>-<i>}, in order.
+     */
+    static void produceNumbered(EmbeddedKafkaCluster kafka, String topic, int partitions, int perPartition) {
+        List<ProducerRecord<String, String>> records = new ArrayList<>();
+        for (int i = 0; i < perPartition; i++) {
+            for (int p = 0; p < partitions; p++) {
+                records.add(new ProducerRecord<>(topic, p, "k" + p, "p" + p + "-" + i));
+            }
+        }
+        produce(kafka, records);
+    }
+
     /** Reads every committed record of the topics from the beginning up to the last stable offset. */
     static List<ConsumerRecord<String, String>> readCommitted(EmbeddedKafkaCluster kafka, String... topics) {
         return kafka.readCommitted(topics);

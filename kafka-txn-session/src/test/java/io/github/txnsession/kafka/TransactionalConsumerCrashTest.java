@@ -11,13 +11,12 @@ import io.github.txnsession.kafka.test.ChildJvm;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 import static io.github.txnsession.kafka.TestClients.committedOffsets;
-import static io.github.txnsession.kafka.TestClients.produce;
+import static io.github.txnsession.kafka.TestClients.produceNumbered;
 import static io.github.txnsession.kafka.TestClients.readCommitted;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
@@ -60,13 +59,7 @@ class TransactionalConsumerCrashTest {
         String group = EmbeddedKafkaCluster.uniqueName("crash-group");
         String transactionalId = EmbeddedKafkaCluster.uniqueName("crash-processor");
         kafka.cluster().createTopics(PARTITIONS, input, output);
-        List<ProducerRecord<String, String>> records = new ArrayList<>();
-        for (int i = 0; i < PER_PARTITION; i++) {
-            for (int p = 0; p < PARTITIONS; p++) {
-                records.add(new ProducerRecord<>(input, p, "k" + p, "p" + p + "-" + i));
-            }
-        }
-        produce(kafka.cluster(), records);
+        produceNumbered(kafka.cluster(), input, PARTITIONS, PER_PARTITION);
 
         List<String> kills = new ArrayList<>();
         // kill 1 and 3: the child halts itself mid-transaction after a random number of sends of this run

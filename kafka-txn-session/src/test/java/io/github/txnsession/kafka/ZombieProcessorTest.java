@@ -14,13 +14,12 @@ import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
-import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
-import static io.github.txnsession.kafka.TestClients.produce;
+import static io.github.txnsession.kafka.TestClients.produceNumbered;
 import static io.github.txnsession.kafka.TestClients.readCommitted;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -46,13 +45,7 @@ class ZombieProcessorTest {
         String group = EmbeddedKafkaCluster.uniqueName("zombie-group");
         String transactionalId = EmbeddedKafkaCluster.uniqueName("zombie-processor");
         kafka.cluster().createTopics(PARTITIONS, input, output);
-        List<ProducerRecord<String, String>> records = new ArrayList<>();
-        for (int i = 0; i < PER_PARTITION; i++) {
-            for (int p = 0; p < PARTITIONS; p++) {
-                records.add(new ProducerRecord<>(input, p, "k" + p, "p" + p + "-" + i));
-            }
-        }
-        produce(kafka.cluster(), records);
+        produceNumbered(kafka.cluster(), input, PARTITIONS, PER_PARTITION);
 
         try (ChildJvm zombie = ChildJvm.start(CtpProcess.class, kafka.bootstrapServers(), input, output, group,
                 transactionalId, "-1", "200")) {
