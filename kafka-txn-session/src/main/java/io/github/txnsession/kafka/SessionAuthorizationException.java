@@ -70,5 +70,4 @@ public class SessionAuthorizationException extends TransactionSessionException {
         return e instanceof AuthenticationException || e instanceof TransactionalIdAuthorizationException
                 || e instanceof ClusterAuthorizationException;
     }
-
 }

@@ -84,6 +84,9 @@ public final class HangingTransactions {
     }
 
     /**
+     * @param admin an admin client of the cluster
+     * @param transactionalIdPrefix the transactional id, or the start of the ids, as for {@link #assertNone}
+     * @param partitions the partitions to check for open transactions and a pinned last stable offset
      * @return a line for each open transaction of an id with the prefix, each producer with an open transaction on one
      *         of the partitions, and each partition whose last stable offset is below its high watermark
      */
