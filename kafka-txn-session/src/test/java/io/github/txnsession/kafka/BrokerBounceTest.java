@@ -67,6 +67,8 @@ class BrokerBounceTest {
             Future<?> feeding = load.feed(rate);
             processor = load.startProcessor(group, transactionalId, Map.of());
             CtpLoad.Reader reader = load.startReader();
+            // the first bounce stops the transaction coordinator: let the processor register its id first
+            org.awaitility.Awaitility.await().atMost(Duration.ofSeconds(60)).until(() -> load.committed.get() > 0);
             int turn = 0;
             while (!processor.future().isDone()) {
                 load.assertNoneFailed(feeding);
