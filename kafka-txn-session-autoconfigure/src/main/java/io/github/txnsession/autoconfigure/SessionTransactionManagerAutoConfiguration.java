@@ -8,6 +8,7 @@ import javax.sql.DataSource;
 
 import io.github.txnsession.spring.CommitPhaseListener;
 import io.github.txnsession.spring.DatabaseSessionTransactionManager;
+import io.github.txnsession.spring.SessionAfterRollbackProcessor;
 import io.github.txnsession.spring.SessionCommitPoint;
 import io.github.txnsession.spring.SessionEnlistment;
 import io.github.txnsession.spring.SessionProducerFactory;
@@ -44,6 +45,7 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.core.Ordered;
 import org.springframework.kafka.config.AbstractKafkaListenerContainerFactory;
 import org.springframework.kafka.core.ProducerFactory;
+import org.springframework.kafka.listener.AfterRollbackProcessor;
 import org.springframework.kafka.transaction.KafkaAwareTransactionManager;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.AbstractPlatformTransactionManager;
@@ -113,6 +115,21 @@ public final class SessionTransactionManagerAutoConfiguration {
                 // nothing: the registry callback did the work
             }
         };
+    }
+
+    /**
+     * What listener containers do after a session transaction rolled back, unless the application defines an
+     * {@code AfterRollbackProcessor} bean (Boot's container factory takes the unique one): redeliver without limit
+     * while Kafka or the database is unavailable, give a record up after 10 deliveries only when the record itself
+     * fails, and never redeliver records whose transaction committed after all. spring-kafka's default gives any
+     * record up after 10 deliveries, which loses its output under a long enough outage.
+     *
+     * @return the starter's after-rollback processor
+     */
+    @Bean
+    @ConditionalOnMissingBean(AfterRollbackProcessor.class)
+    SessionAfterRollbackProcessor<Object, Object> sessionAfterRollbackProcessor() {
+        return new SessionAfterRollbackProcessor<>();
     }
 
     /**

@@ -1,0 +1,214 @@
+package io.github.txnsession.spring;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import io.github.txnsession.kafka.SessionAbortableException;
+import io.github.txnsession.kafka.SessionTimeoutException;
+import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.NotEnoughReplicasException;
+import org.apache.kafka.common.errors.RecordTooLargeException;
+import org.apache.kafka.common.errors.TimeoutException;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+
+import org.springframework.dao.CannotAcquireLockException;
+import org.springframework.dao.DataIntegrityViolationException;
+import org.springframework.kafka.core.DefaultKafkaConsumerFactory;
+import org.springframework.kafka.listener.ContainerProperties;
+import org.springframework.kafka.listener.ContainerProperties.EOSMode;
+import org.springframework.kafka.listener.KafkaMessageListenerContainer;
+import org.springframework.kafka.listener.ListenerExecutionFailedException;
+import org.springframework.kafka.listener.MessageListener;
+import org.springframework.transaction.CannotCreateTransactionException;
+import org.springframework.transaction.HeuristicCompletionException;
+import org.springframework.transaction.TransactionSystemException;
+import org.springframework.util.backoff.FixedBackOff;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+/**
+ * {@link SessionAfterRollbackProcessor}: which failures give a record up, and, against a real broker, that a failed
+ * transaction whose commit went through is not redelivered while one that aborted is, once Kafka has settled it.
+ */
+class SessionAfterRollbackProcessorTest {
+
+    @RegisterExtension
+    static final KafkaClusterExtension kafka = KafkaClusterExtension.withBrokers(1);
+
+    @Test
+    void infrastructureFailuresAreTransientRecordFailuresAreNot() {
+        // the commit's flush failed because the brokers could not take the write: retried without limit
+        assertThat(SessionAfterRollbackProcessor.isTransient(new TransactionSystemException("commit failed",
+                new SessionAbortableException("t-0", "flush failed", new NotEnoughReplicasException("isr")))))
+            .isTrue();
+        assertThat(SessionAfterRollbackProcessor.isTransient(new ListenerExecutionFailedException("send",
+                new KafkaException("Send failed", new TimeoutException("metadata"))))).isTrue();
+        assertThat(SessionAfterRollbackProcessor.isTransient(new SessionTimeoutException("t-0", "commitTransaction()",
+                null))).isTrue();
+        assertThat(SessionAfterRollbackProcessor.isTransient(new HeuristicCompletionException(
+                HeuristicCompletionException.STATE_UNKNOWN, new RuntimeException("unknown")))).isTrue();
+        assertThat(SessionAfterRollbackProcessor.isTransient(new CannotCreateTransactionException("pool"))).isTrue();
+        assertThat(SessionAfterRollbackProcessor.isTransient(new ListenerExecutionFailedException("db",
+                new CannotAcquireLockException("deadlock")))).isTrue();
+        // the record is the problem: spring-kafka's limit applies
+        assertThat(SessionAfterRollbackProcessor.isTransient(new ListenerExecutionFailedException("listener",
+                new IllegalStateException("bad record")))).isFalse();
+        assertThat(SessionAfterRollbackProcessor.isTransient(new ListenerExecutionFailedException("db",
+                new DataIntegrityViolationException("duplicate key")))).isFalse();
+        assertThat(SessionAfterRollbackProcessor.isTransient(new TransactionSystemException("commit failed",
+                new SessionAbortableException("t-0", "flush failed", new RecordTooLargeException("big")))))
+            .isFalse();
+        // a cause chain that loops ends the walk
+        RuntimeException a = new RuntimeException("a");
+        RuntimeException b = new RuntimeException("b", a);
+        a.initCause(b);
+        assertThat(SessionAfterRollbackProcessor.isTransient(a)).isFalse();
+    }
+
+    @Test
+    void onlyFailedTransactionsAreCheckedForACommitThatWentThrough() {
+        assertThat(SessionAfterRollbackProcessor.mayHaveCommitted(new TransactionSystemException("commit"))).isTrue();
+        assertThat(SessionAfterRollbackProcessor.mayHaveCommitted(new HeuristicCompletionException(
+                HeuristicCompletionException.STATE_UNKNOWN, new RuntimeException()))).isTrue();
+        assertThat(SessionAfterRollbackProcessor.mayHaveCommitted(new SessionTimeoutException("t", "commit", null)))
+            .isTrue();
+        assertThat(SessionAfterRollbackProcessor.mayHaveCommitted(new CannotCreateTransactionException("pool")))
+            .isFalse();
+        assertThat(SessionAfterRollbackProcessor.mayHaveCommitted(new ListenerExecutionFailedException("listener",
+                new IllegalStateException()))).isFalse();
+    }
+
+    @Test
+    void aTransactionThatCommittedAfterAllIsNotRedeliveredOnceKafkaSettledIt() throws Exception {
+        runAgainstPendingOffsets("arp-committed", true);
+    }
+
+    @Test
+    void aTransactionThatAbortedIsRedeliveredFromItsFirstRecord() throws Exception {
+        runAgainstPendingOffsets("arp-aborted", false);
+    }
+
+    @Test
+    void recordFailuresAreGivenUpAtTheLimitTransientOnesAreNot() throws Exception {
+        String topic = "arp-limit";
+        kafka.cluster().admin().createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
+        TopicPartition tp = new TopicPartition(topic, 0);
+        var processor = new SessionAfterRollbackProcessor<String, String>(new FixedBackOff(0, FixedBackOff
+            .UNLIMITED_ATTEMPTS), new FixedBackOff(0, 2));
+        try (KafkaConsumer<String, String> consumer = consumer("arp-limit-group")) {
+            consumer.assign(List.of(tp));
+            List<ConsumerRecord<String, String>> records = List.of(new ConsumerRecord<>(topic, 0, 7, "k", "v"));
+            Exception transientFailure = new ListenerExecutionFailedException("send",
+                    new KafkaException(new TimeoutException("metadata")));
+            for (int i = 0; i < 20; i++) {
+                consumer.seek(tp, 8); // the container's position after polling record 7
+                processor.process(records, consumer, container(), transientFailure, true, EOSMode.V2);
+                assertThat(consumer.position(tp)).as("transient attempt %d redelivers", i).isEqualTo(7);
+            }
+            Exception recordFailure = new ListenerExecutionFailedException("bad", new IllegalStateException("bad"));
+            for (int i = 1; i <= 2; i++) {
+                consumer.seek(tp, 8);
+                processor.process(records, consumer, container(), recordFailure, true, EOSMode.V2);
+                assertThat(consumer.position(tp)).as("record failure %d redelivers", i).isEqualTo(7);
+            }
+            consumer.seek(tp, 8);
+            processor.process(records, consumer, container(), recordFailure, true, EOSMode.V2);
+            assertThat(consumer.position(tp)).as("the third record failure gives the record up").isEqualTo(8);
+        }
+    }
+
+    /**
+     * A transaction holds pending offsets {@code 3 -> 6} for the group; the processor is told a transaction over
+     * records 3..6 failed with an unknown outcome. It must wait until the transaction ends, then seek past the records
+     * if it committed, or back to record 3 if it aborted.
+     */
+    private void runAgainstPendingOffsets(String name, boolean commit) throws Exception {
+        String topic = name;
+        String group = name + "-group";
+        kafka.cluster().admin().createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (KafkaConsumer<String, String> consumer = consumer(group)) {
+            consumer.assign(List.of(tp));
+            consumer.commitSync(Map.of(tp, new OffsetAndMetadata(3)));
+            consumer.seek(tp, 7); // where the container's position is after the poll
+            Map<String, Object> producerConfigs = new HashMap<>(kafka.cluster().clientConfigs());
+            producerConfigs.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, name + "-txn");
+            try (KafkaProducer<String, String> producer = new KafkaProducer<>(producerConfigs, new StringSerializer(),
+                    new StringSerializer())) {
+                producer.initTransactions();
+                producer.beginTransaction();
+                producer.sendOffsetsToTransaction(Map.of(tp, new OffsetAndMetadata(7)),
+                        new ConsumerGroupMetadata(group));
+                List<ConsumerRecord<String, String>> records = new ArrayList<>();
+                for (long offset = 3; offset < 7; offset++) {
+                    records.add(new ConsumerRecord<>(topic, 0, offset, "k", "v" + offset));
+                }
+                var processor = new SessionAfterRollbackProcessor<String, String>();
+                KafkaMessageListenerContainer<String, String> container = container();
+                // the consumer is not thread-safe: the processor runs on this thread, the producer ends the
+                // transaction on another once the processor is waiting
+                CompletableFuture<Void> end = CompletableFuture.runAsync(() -> {
+                    sleepQuietly(1500); // long enough for the processor's offset fetch to meet the pending offsets
+                    if (commit) {
+                        producer.commitTransaction();
+                    }
+                    else {
+                        producer.abortTransaction();
+                    }
+                });
+                processor.process(records, consumer, container, new HeuristicCompletionException(
+                        HeuristicCompletionException.STATE_UNKNOWN, new SessionTimeoutException(name, "commit", null)),
+                        true, EOSMode.V2);
+                assertThat(end).as("the processor returned only after the transaction ended").isDone();
+                end.get(10, TimeUnit.SECONDS);
+            }
+            assertThat(consumer.position(tp))
+                .as(commit ? "committed: its records are not redelivered" : "aborted: redelivered from record 3")
+                .isEqualTo(commit ? 7 : 3);
+        }
+    }
+
+    private static void sleepQuietly(long millis) {
+        try {
+            Thread.sleep(millis);
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private static KafkaConsumer<String, String> consumer(String group) {
+        Map<String, Object> configs = new HashMap<>(kafka.cluster().clientConfigs());
+        configs.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        configs.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        configs.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        return new KafkaConsumer<>(configs, new StringDeserializer(), new StringDeserializer());
+    }
+
+    /** A real container, never started: the processor only asks it whether it runs. */
+    private static KafkaMessageListenerContainer<String, String> container() {
+        ContainerProperties properties = new ContainerProperties("unused");
+        properties.setMessageListener((MessageListener<String, String>) r -> { });
+        return new KafkaMessageListenerContainer<>(new DefaultKafkaConsumerFactory<>(kafka.cluster().clientConfigs()),
+                properties);
+    }
+}
