@@ -18,9 +18,6 @@ import org.apache.kafka.clients.ClientRequest;
 import org.apache.kafka.clients.ClientResponse;
 import org.apache.kafka.clients.ClientUtils;
 import org.apache.kafka.clients.CommonClientConfigs;
-import org.apache.kafka.clients.DefaultHostResolver;
-import org.apache.kafka.clients.ManualMetadataUpdater;
-import org.apache.kafka.clients.MetadataRecoveryStrategy;
 import org.apache.kafka.clients.NetworkClient;
 import org.apache.kafka.clients.NetworkClientUtils;
 import org.apache.kafka.clients.NodeApiVersions;
@@ -42,9 +39,6 @@ import org.apache.kafka.common.message.EndTxnRequestData;
 import org.apache.kafka.common.message.FindCoordinatorRequestData;
 import org.apache.kafka.common.message.FindCoordinatorResponseData;
 import org.apache.kafka.common.metrics.Metrics;
-import org.apache.kafka.common.network.ChannelBuilder;
-import org.apache.kafka.common.network.NetworkReceive;
-import org.apache.kafka.common.network.Selector;
 import org.apache.kafka.common.protocol.ApiKeys;
 import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.requests.AbstractRequest;
@@ -58,7 +52,6 @@ import org.apache.kafka.common.requests.EndTxnResponse;
 import org.apache.kafka.common.requests.FindCoordinatorRequest;
 import org.apache.kafka.common.requests.FindCoordinatorResponse;
 import org.apache.kafka.common.security.auth.SecurityProtocol;
-import org.apache.kafka.common.utils.LogContext;
 import org.apache.kafka.common.utils.Time;
 import org.apache.kafka.common.utils.Utils;
 import org.jspecify.annotations.Nullable;
@@ -143,21 +136,11 @@ public final class CoordinatorClient implements AutoCloseable {
         this.bootstrapNodes = List.copyOf(nodes);
         this.requestTimeoutMs = config.getInt(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG);
         this.metrics = new Metrics(this.time);
-        LogContext logContext = new LogContext("[CoordinatorClient clientId=" + clientId + "] ");
-        // what ClientUtils.createNetworkClient builds, without per-connection sensors: a resumed session is short-lived
-        // and its few requests need no per-broker metrics (they were a large share of what a resume allocates)
-        ChannelBuilder channelBuilder = null;
-        Selector selector = null;
         try {
-            channelBuilder = ClientUtils.createChannelBuilder(config, this.time, logContext);
-            selector = new Selector(NetworkReceive.UNLIMITED,
-                    config.getLong(AdminClientConfig.CONNECTIONS_MAX_IDLE_MS_CONFIG), this.metrics, this.time,
-                    "txn-session-coordinator", Map.<String, String>of(), false, channelBuilder, logContext);
-            this.client = newNetworkClient(config, clientId, selector, logContext);
+            this.client = NetworkClients.create(config, clientId, this.bootstrapNodes, this.metrics, this.time,
+                    this.apiVersions, this.requestTimeoutMs);
         }
         catch (RuntimeException ex) {
-            Utils.closeQuietly(selector, "coordinator client selector");
-            Utils.closeQuietly(channelBuilder, "coordinator client channel builder");
             Utils.closeQuietly(this.metrics, "coordinator client metrics");
             throw new KafkaException("Could not create the coordinator client: " + ex.getMessage(), ex);
         }
@@ -206,21 +189,6 @@ public final class CoordinatorClient implements AutoCloseable {
             used.define(key);
         }
         return used;
-    }
-
-    private NetworkClient newNetworkClient(AbstractConfig config, String clientId, Selector selector,
-            LogContext logContext) {
-        return new NetworkClient(new ManualMetadataUpdater(new ArrayList<>(this.bootstrapNodes)), null,
-                selector, clientId, 1, config.getLong(AdminClientConfig.RECONNECT_BACKOFF_MS_CONFIG),
-                config.getLong(AdminClientConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG),
-                config.getInt(AdminClientConfig.SEND_BUFFER_CONFIG),
-                config.getInt(AdminClientConfig.RECEIVE_BUFFER_CONFIG),
-                this.requestTimeoutMs, config.getLong(AdminClientConfig.SOCKET_CONNECTION_SETUP_TIMEOUT_MS_CONFIG),
-                config.getLong(AdminClientConfig.SOCKET_CONNECTION_SETUP_TIMEOUT_MAX_MS_CONFIG), this.time, true,
-                this.apiVersions, null, logContext, new DefaultHostResolver(), null,
-                config.getLong(AdminClientConfig.METADATA_RECOVERY_REBOOTSTRAP_TRIGGER_MS_CONFIG),
-                MetadataRecoveryStrategy.forName(
-                        config.getString(AdminClientConfig.METADATA_RECOVERY_STRATEGY_CONFIG)));
     }
 
     /**
