@@ -1,35 +1,50 @@
 package io.github.txnsession.spring;
 
+import java.sql.SQLException;
+import java.sql.SQLRecoverableException;
+import java.sql.SQLTransientException;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashSet;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import java.util.function.BiConsumer;
 
-import io.github.txnsession.kafka.SessionFencedException;
-import io.github.txnsession.kafka.SessionTimeoutException;
-import io.github.txnsession.kafka.TransactionLostException;
+import io.github.txnsession.kafka.TransactionSessionException;
+import io.github.txnsession.spring.jdbc.DecisionLogException;
 import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.InvalidRecordException;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.errors.ApiException;
-import org.apache.kafka.common.errors.RetriableException;
+import org.apache.kafka.common.errors.InvalidTopicException;
+import org.apache.kafka.common.errors.RecordBatchTooLargeException;
+import org.apache.kafka.common.errors.RecordTooLargeException;
+import org.apache.kafka.common.errors.SerializationException;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import org.springframework.dao.DataAccessResourceFailureException;
+import org.springframework.dao.DataIntegrityViolationException;
+import org.springframework.dao.RecoverableDataAccessException;
 import org.springframework.dao.TransientDataAccessException;
 import org.springframework.kafka.listener.AfterRollbackProcessor;
 import org.springframework.kafka.listener.ContainerProperties.EOSMode;
 import org.springframework.kafka.listener.DefaultAfterRollbackProcessor;
+import org.springframework.kafka.listener.DeliveryAttemptAware;
+import org.springframework.kafka.listener.ListenerExecutionFailedException;
 import org.springframework.kafka.listener.MessageListenerContainer;
+import org.springframework.kafka.support.TopicPartitionOffset;
 import org.springframework.transaction.CannotCreateTransactionException;
-import org.springframework.transaction.TransactionException;
+import org.springframework.transaction.HeuristicCompletionException;
 import org.springframework.util.backoff.BackOff;
 import org.springframework.util.backoff.ExponentialBackOff;
 import org.springframework.util.backoff.FixedBackOff;
@@ -40,38 +55,49 @@ import org.springframework.util.backoff.FixedBackOff;
  *
  * <p>spring-kafka's default gives every record up after 10 failed deliveries, whatever failed. With transactions that
  * loses output: under an outage long enough for 10 transactions of one record to fail (brokers below
- * {@code min.insync.replicas}, a coordinator moving for minutes), the record is skipped and its output never written.
- * This processor sorts each failure first:
- * <ul>
- * <li><b>Transient</b>: a Kafka {@link RetriableException}, a session timeout, a lost or fenced session transaction,
- * a transient database error, or a failure of the transaction itself (begin, commit, abort) that no record-level
- * Kafka error explains. The records are redelivered with an exponential back-off (0.5 s doubling to 10 s by default)
- * and <em>without limit</em>: the partition waits for the infrastructure to come back.</li>
- * <li><b>Record failures</b>: anything else (the listener's own exceptions, a record-level Kafka error such as
- * {@code RecordTooLargeException} or a missing topic authorization). They keep spring-kafka's default: 10
- * deliveries, then the record is logged and skipped.</li>
- * </ul>
+ * {@code min.insync.replicas}, a coordinator moving for minutes, a database failing over), the record is skipped and
+ * its output never written. This processor sorts each failure by its causes, in this order:
+ * <ol>
+ * <li><b>Record failures</b>: a record-level Kafka error ({@code RecordTooLargeException},
+ * {@code RecordBatchTooLargeException}, {@code InvalidRecordException}, {@code InvalidTopicException}, a
+ * {@code SerializationException}) or a database constraint or data error (SQL state class 22 or 23, Spring's
+ * {@code DataIntegrityViolationException}). They keep spring-kafka's default: 10 deliveries, then the record is handed
+ * to the recoverer (by default: logged) and skipped.</li>
+ * <li><b>Transient failures</b>: any other Kafka error (retriable or not: an ACL or credentials problem, a fenced or
+ * timed-out transaction, an unsupported version during an upgrade are fixed outside the record), a failure of a
+ * session ({@code TransactionSessionException} and its subtypes), a failure to begin a transaction, an unknown or
+ * mixed commit outcome, the two-phase decision log failing, and database errors that are about the database, not the
+ * data ({@code TransientDataAccessException}, {@code DataAccessResourceFailureException},
+ * {@code RecoverableDataAccessException}, {@code SQLTransientException}, {@code SQLRecoverableException}, SQL state
+ * classes 08, 40, 53, 57, 58 and 25006). The records are redelivered with an exponential back-off (0.5 s doubling to
+ * 10 s by default) and <em>without limit</em>: the partition waits for the infrastructure to come back.</li>
+ * <li>Everything else (the listener's own exceptions, a rollback-only transaction, a transaction timeout, a
+ * validation error at commit) is a record failure.</li>
+ * </ol>
  * Transient failures do not count towards a record's limit.
  *
- * <p><b>A commit whose outcome was not known.</b> When a transaction's commit failed in a way that may still have
- * committed (it timed out, and settling it did not tell), redelivering the records from the container's position
- * would write their output twice if the commit went through. Before redelivering after a failed transaction (not a
- * failed listener), the processor therefore reads the group's committed offsets of the records' partitions. Kafka
- * answers that read only once no transaction holds pending offsets for them (the offset fetch asks for stable
- * offsets), so the answer is the transaction's true outcome: where the committed offset is past a record, that
- * record's transaction committed and it is not delivered again. The read is retried (with the transient back-off)
- * until Kafka answers or the container stops; the consumer is not polled meanwhile, so a wait longer than
- * {@code max.poll.interval.ms} hands the partitions to another member, which starts from the same committed offsets.
+ * <p><b>A transaction whose outcome was not known.</b> When a transaction failed anywhere but in the listener (its
+ * commit timed out and could not be settled, or something failed after the commit), redelivering the records from
+ * the container's position would write their output twice if the transaction committed. So, first, the processor
+ * reads the group's committed offsets of the records' partitions. Kafka answers that read only once no transaction
+ * holds pending offsets for them (the offset fetch asks for stable offsets, on both group protocols), so the answer
+ * is the transaction's true outcome: where the committed offset is past a record, that record's transaction committed
+ * and it is not delivered again. The read is retried with back-off until Kafka answers or the container stops; the
+ * consumer is not polled meanwhile, so a wait longer than {@code max.poll.interval.ms} hands the partitions to
+ * another member, which starts from the same committed offsets. Batch listeners get the same check.
  *
- * <p>Not guaranteed: a transient failure that never ends blocks its partition forever (the logs say so at every
- * attempt; an application {@code AfterRollbackProcessor} bean replaces this one in the starter). Records given up
- * after their limit are skipped as with spring-kafka's default; their offsets are not committed by this processor.
- * Batch listeners get spring-kafka's default handling (no classification, no outcome check).
+ * <p>Not guaranteed: a transient failure that never ends blocks its partition forever (logged at WARN on every
+ * attempt; an application {@code AfterRollbackProcessor} bean replaces this one in the starter). A record whose
+ * content makes a transient-looking error (a send to a topic named in the record that does not exist, a stale
+ * optimistic-lock version) blocks its partition too. Records given up after their limit are skipped as with
+ * spring-kafka's default; their offsets are not committed by this processor. The committed-offset check proves the
+ * outcome only when the container commits offsets in the transaction (its default with a transaction manager), not
+ * with manual acknowledgements outside it.
  *
  * @param <K> the record key type
  * @param <V> the record value type
  */
-public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcessor<K, V> {
+public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcessor<K, V>, DeliveryAttemptAware {
 
     private static final Logger log = LoggerFactory.getLogger(SessionAfterRollbackProcessor.class);
 
@@ -102,10 +128,25 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
      *        ends
      */
     public SessionAfterRollbackProcessor(BackOff transientBackOff, BackOff recordBackOff) {
+        this(null, transientBackOff, recordBackOff);
+    }
+
+    /**
+     * @param recoverer what to do with a record given up after its record failures (a dead-letter publisher, for
+     *        example); null logs it, as spring-kafka's default does
+     * @param transientBackOff the back-off between redeliveries after a transient failure; it should not end
+     * @param recordBackOff the back-off between redeliveries after a record failure; the record is given up when it
+     *        ends
+     */
+    public SessionAfterRollbackProcessor(@Nullable BiConsumer<ConsumerRecord<?, ?>, Exception> recoverer,
+            BackOff transientBackOff, BackOff recordBackOff) {
         this.transientBackOff = Objects.requireNonNull(transientBackOff, "transientBackOff");
         this.transientFailures = new DefaultAfterRollbackProcessor<>(transientBackOff);
-        this.recordFailures = new DefaultAfterRollbackProcessor<>(Objects.requireNonNull(recordBackOff,
-                "recordBackOff"));
+        // spring-kafka's fatal list (a ClassCastException at the root, ...) must not skip a transient failure
+        this.transientFailures.setClassifications(Map.of(), true);
+        Objects.requireNonNull(recordBackOff, "recordBackOff");
+        this.recordFailures = recoverer == null ? new DefaultAfterRollbackProcessor<>(recordBackOff)
+                : new DefaultAfterRollbackProcessor<>(recoverer, recordBackOff);
     }
 
     /** @return 0.5 s doubling to 10 s between attempts, without limit */
@@ -138,7 +179,16 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
     public void processBatch(ConsumerRecords<K, V> records, List<ConsumerRecord<K, V>> recordList,
             Consumer<K, V> consumer, MessageListenerContainer container, Exception exception, boolean recoverable,
             EOSMode eosMode) {
+        if (!recordList.isEmpty() && mayHaveCommitted(exception) && skipCommitted(recordList, consumer, container)) {
+            return;
+        }
         this.recordFailures.processBatch(records, recordList, consumer, container, exception, recoverable, eosMode);
+    }
+
+    @Override
+    public int deliveryAttempt(TopicPartitionOffset topicPartitionOffset) {
+        return Math.max(this.transientFailures.deliveryAttempt(topicPartitionOffset),
+                this.recordFailures.deliveryAttempt(topicPartitionOffset));
     }
 
     @Override
@@ -161,7 +211,10 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
         }
         Map<TopicPartition, OffsetAndMetadata> committed = readCommitted(firstOffsets.keySet(), consumer, container);
         if (committed == null) {
-            return true; // the container stops: the next owner starts from the committed offsets
+            // the container stops: the next owner starts from the committed offsets; should this consumer poll once
+            // more before it stops, it must not move past the records
+            firstOffsets.forEach((tp, offset) -> seekSafely(consumer, tp, offset));
+            return true;
         }
         boolean wentThrough = false;
         for (Map.Entry<TopicPartition, Long> e : firstOffsets.entrySet()) {
@@ -181,12 +234,24 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
                 notAssigned.add(e.getKey());
                 continue;
             }
-            consumer.seek(e.getKey(), c != null ? Math.max(c.offset(), e.getValue()) : e.getValue());
+            seekSafely(consumer, e.getKey(), c != null ? Math.max(c.offset(), e.getValue()) : e.getValue());
         }
         log.info("The failed session transaction of {} committed after all (the group's committed offsets are past "
                 + "its records): its records are not redelivered{}", firstOffsets.keySet(),
                 notAssigned.isEmpty() ? "" : "; no longer assigned: " + notAssigned);
         return true;
+    }
+
+    /** A failed seek must not leave the other partitions unsought: logged, and the next one is sought. */
+    private static void seekSafely(Consumer<?, ?> consumer, TopicPartition partition, long offset) {
+        try {
+            consumer.seek(partition, offset);
+        }
+        catch (RuntimeException ex) {
+            log.error("Could not seek {} back to {} after a rolled-back transaction; if the partition is still "
+                    + "assigned, its records from that offset may be skipped until it is reassigned", partition,
+                    offset, ex);
+        }
     }
 
     /**
@@ -202,9 +267,9 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
                     return consumer.committed(partitions, COMMITTED_READ_TIMEOUT);
                 }
                 catch (RuntimeException ex) {
-                    // org.apache.kafka.common.errors.InterruptException clears and reports the interrupt
-                    interrupted |= ex instanceof org.apache.kafka.common.errors.InterruptException
-                            || Thread.interrupted();
+                    // Kafka's InterruptException sets the flag again: clear it so that the back-off can sleep, and
+                    // restore it at the end
+                    interrupted |= Thread.interrupted();
                     if (!container.isRunning()) {
                         log.info("Container stopping before the outcome of the failed transaction of {} was known: "
                                 + "the next owner of the partitions starts from their committed offsets", partitions);
@@ -213,7 +278,8 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
                     long wait = backOff.nextBackOff();
                     log.warn("Could not read the committed offsets of {} to learn whether the failed transaction "
                             + "committed ({}); retrying in {} ms", partitions, summary(ex), wait);
-                    interrupted |= sleep(wait < 0 ? 10_000 : wait);
+                    // short sleeps: a container stop is noticed within a second
+                    interrupted |= sleep(wait < 0 || wait > 1_000 ? 1_000 : wait);
                 }
             }
         }
@@ -237,18 +303,12 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
 
     /**
      * @param failure what the container caught
-     * @return whether the failure may be a commit that went through: the transaction failed (not only the listener),
-     *         after it may have reached the commit
+     * @return whether the transaction may have committed: it failed anywhere but in the listener (the commit, or
+     *         something after it), and not because it could not begin
      */
     static boolean mayHaveCommitted(Throwable failure) {
-        int depth = 0;
-        for (Throwable t = failure; t != null && depth < MAX_CAUSE_DEPTH; t = t.getCause(), depth++) {
-            if (t instanceof SessionTimeoutException
-                    || (t instanceof TransactionException && !(t instanceof CannotCreateTransactionException))) {
-                return true;
-            }
-        }
-        return false;
+        return !(failure instanceof ListenerExecutionFailedException)
+                && !(failure instanceof CannotCreateTransactionException);
     }
 
     /**
@@ -256,19 +316,53 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
      * @return true if the failure is about the infrastructure (Kafka, the database, the transaction), not the record
      */
     static boolean isTransient(Throwable failure) {
-        boolean recordLevelKafkaError = false;
-        boolean transactionFailure = false;
-        int depth = 0;
-        for (Throwable t = failure; t != null && depth < MAX_CAUSE_DEPTH; t = t.getCause(), depth++) {
-            if (t instanceof RetriableException || t instanceof SessionTimeoutException
-                    || t instanceof TransactionLostException || t instanceof SessionFencedException
-                    || t instanceof TransientDataAccessException) {
+        List<Throwable> chain = causes(failure);
+        for (Throwable t : chain) {
+            if (isRecordLevel(t)) {
+                return false;
+            }
+        }
+        for (Throwable t : chain) {
+            if (isInfrastructure(t)) {
                 return true;
             }
-            recordLevelKafkaError |= t instanceof ApiException;
-            transactionFailure |= t instanceof TransactionException;
         }
-        return transactionFailure && !recordLevelKafkaError;
+        return false;
+    }
+
+    /** Errors that the same record would meet again, whatever the infrastructure does. */
+    private static boolean isRecordLevel(Throwable t) {
+        if (t instanceof RecordTooLargeException || t instanceof RecordBatchTooLargeException
+                || t instanceof InvalidRecordException || t instanceof InvalidTopicException
+                || t instanceof SerializationException || t instanceof DataIntegrityViolationException) {
+            return true;
+        }
+        String state = t instanceof SQLException sql ? sql.getSQLState() : null;
+        return state != null && (state.startsWith("22") || state.startsWith("23"));
+    }
+
+    /** Errors of Kafka, of a session, of beginning or ending the transaction, of the database as a service. */
+    private static boolean isInfrastructure(Throwable t) {
+        if (t instanceof KafkaException || t instanceof TransactionSessionException
+                || t instanceof CannotCreateTransactionException || t instanceof HeuristicCompletionException
+                || t instanceof TransientDataAccessException || t instanceof DataAccessResourceFailureException
+                || t instanceof RecoverableDataAccessException || t instanceof SQLTransientException
+                || t instanceof SQLRecoverableException || t instanceof DecisionLogException) {
+            return true;
+        }
+        String state = t instanceof SQLException sql ? sql.getSQLState() : null;
+        return state != null && (state.startsWith("08") || state.startsWith("40") || state.startsWith("53")
+                || state.startsWith("57") || state.startsWith("58") || state.equals("25006"));
+    }
+
+    /** The failure and its causes, each once (a cause chain may loop), at most {@value #MAX_CAUSE_DEPTH}. */
+    private static List<Throwable> causes(Throwable failure) {
+        List<Throwable> chain = new ArrayList<>();
+        Set<Throwable> seen = Collections.newSetFromMap(new IdentityHashMap<>());
+        for (Throwable t = failure; t != null && chain.size() < MAX_CAUSE_DEPTH && seen.add(t); t = t.getCause()) {
+            chain.add(t);
+        }
+        return chain;
     }
 
     private static String summary(Throwable failure) {

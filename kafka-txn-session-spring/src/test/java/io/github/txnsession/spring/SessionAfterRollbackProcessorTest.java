@@ -1,5 +1,6 @@
 package io.github.txnsession.spring;
 
+import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -11,6 +12,7 @@ import java.util.concurrent.TimeUnit;
 import io.github.txnsession.kafka.SessionAbortableException;
 import io.github.txnsession.kafka.SessionTimeoutException;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import io.github.txnsession.spring.jdbc.DecisionLogException;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
@@ -21,16 +23,22 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.errors.NotEnoughReplicasException;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
+import org.apache.kafka.common.errors.SerializationException;
 import org.apache.kafka.common.errors.TimeoutException;
+import org.apache.kafka.common.errors.TopicAuthorizationException;
+import org.apache.kafka.common.errors.TransactionAbortableException;
+import org.apache.kafka.common.errors.TransactionalIdAuthorizationException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 import org.springframework.dao.CannotAcquireLockException;
-import org.springframework.dao.DataIntegrityViolationException;
+import org.springframework.dao.DataAccessResourceFailureException;
+import org.springframework.dao.DuplicateKeyException;
+import org.springframework.jdbc.UncategorizedSQLException;
 import org.springframework.kafka.core.DefaultKafkaConsumerFactory;
 import org.springframework.kafka.listener.ContainerProperties;
 import org.springframework.kafka.listener.ContainerProperties.EOSMode;
@@ -40,6 +48,7 @@ import org.springframework.kafka.listener.MessageListener;
 import org.springframework.transaction.CannotCreateTransactionException;
 import org.springframework.transaction.HeuristicCompletionException;
 import org.springframework.transaction.TransactionSystemException;
+import org.springframework.transaction.UnexpectedRollbackException;
 import org.springframework.util.backoff.FixedBackOff;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -56,40 +65,63 @@ class SessionAfterRollbackProcessorTest {
 
     @Test
     void infrastructureFailuresAreTransientRecordFailuresAreNot() {
-        // the commit's flush failed because the brokers could not take the write: retried without limit
-        assertThat(SessionAfterRollbackProcessor.isTransient(new TransactionSystemException("commit failed",
-                new SessionAbortableException("t-0", "flush failed", new NotEnoughReplicasException("isr")))))
-            .isTrue();
-        assertThat(SessionAfterRollbackProcessor.isTransient(new ListenerExecutionFailedException("send",
-                new KafkaException("Send failed", new TimeoutException("metadata"))))).isTrue();
-        assertThat(SessionAfterRollbackProcessor.isTransient(new SessionTimeoutException("t-0", "commitTransaction()",
-                null))).isTrue();
-        assertThat(SessionAfterRollbackProcessor.isTransient(new HeuristicCompletionException(
-                HeuristicCompletionException.STATE_UNKNOWN, new RuntimeException("unknown")))).isTrue();
-        assertThat(SessionAfterRollbackProcessor.isTransient(new CannotCreateTransactionException("pool"))).isTrue();
-        assertThat(SessionAfterRollbackProcessor.isTransient(new ListenerExecutionFailedException("db",
-                new CannotAcquireLockException("deadlock")))).isTrue();
+        // the commit's flush failed because the brokers could not take the write (chains as the managers throw them)
+        assertTransient(new TransactionSystemException("commit failed", new SessionAbortableException("t-0",
+                "flush failed", new TransactionAbortableException("abortable", new TimeoutException("expired")))));
+        assertTransient(new TransactionSystemException("commit failed", new SessionAbortableException("t-0",
+                "flush failed", new KafkaException("The client hasn't received acknowledgment for some previously "
+                        + "sent messages and can no longer retry them. It is safe to abort the transaction"))));
+        assertTransient(new ListenerExecutionFailedException("send", new KafkaException("Send failed",
+                new TimeoutException("metadata"))));
+        assertTransient(new SessionTimeoutException("t-0", "commitTransaction()", null));
+        assertTransient(new HeuristicCompletionException(HeuristicCompletionException.STATE_UNKNOWN,
+                new TransactionSystemException("unknown")));
+        assertTransient(new CannotCreateTransactionException("pool"));
+        // Kafka errors fixed outside the record: ACLs, credentials, an epoch the coordinator bumped, an upgrade
+        assertTransient(new TransactionSystemException("commit", new SessionAbortableException("t-0", "flush",
+                new TransactionalIdAuthorizationException("no Write on the id"))));
+        assertTransient(new ListenerExecutionFailedException("send", new KafkaException("Send failed",
+                new TopicAuthorizationException("no Write on the topic"))));
+        assertTransient(new TransactionSystemException("commit", new KafkaException(
+                new InvalidProducerEpochException("timed out"))));
+        // the database as a service: deadlock, connection lost, failover, two-phase decision log unreachable
+        assertTransient(new ListenerExecutionFailedException("db", new CannotAcquireLockException("deadlock")));
+        assertTransient(new ListenerExecutionFailedException("db", new DataAccessResourceFailureException("gone")));
+        assertTransient(new TransactionSystemException("commit", new SQLException("connection lost", "08006")));
+        assertTransient(new ListenerExecutionFailedException("db", new UncategorizedSQLException("insert", "sql",
+                new SQLException("cannot execute INSERT in a read-only transaction", "25006"))));
+        assertTransient(new DecisionLogException("decision row", new SQLException("refused", "08001")));
         // the record is the problem: spring-kafka's limit applies
-        assertThat(SessionAfterRollbackProcessor.isTransient(new ListenerExecutionFailedException("listener",
-                new IllegalStateException("bad record")))).isFalse();
-        assertThat(SessionAfterRollbackProcessor.isTransient(new ListenerExecutionFailedException("db",
-                new DataIntegrityViolationException("duplicate key")))).isFalse();
-        assertThat(SessionAfterRollbackProcessor.isTransient(new TransactionSystemException("commit failed",
-                new SessionAbortableException("t-0", "flush failed", new RecordTooLargeException("big")))))
-            .isFalse();
+        assertRecordFailure(new ListenerExecutionFailedException("listener", new IllegalStateException("bad")));
+        assertRecordFailure(new ListenerExecutionFailedException("db", new DuplicateKeyException("duplicate")));
+        assertRecordFailure(new TransactionSystemException("commit failed", new SessionAbortableException("t-0",
+                "flush failed", new RecordTooLargeException("big"))));
+        assertRecordFailure(new ListenerExecutionFailedException("send", new KafkaException("Send failed",
+                new SerializationException("cannot serialize"))));
+        assertRecordFailure(new TransactionSystemException("commit", new SQLException("deferred fk", "23503")));
+        assertRecordFailure(new UnexpectedRollbackException("rollback-only"));
         // a cause chain that loops ends the walk
         RuntimeException a = new RuntimeException("a");
         RuntimeException b = new RuntimeException("b", a);
         a.initCause(b);
-        assertThat(SessionAfterRollbackProcessor.isTransient(a)).isFalse();
+        assertRecordFailure(a);
+    }
+
+    private static void assertTransient(Exception failure) {
+        assertThat(SessionAfterRollbackProcessor.isTransient(failure)).as("transient: %s", failure).isTrue();
+    }
+
+    private static void assertRecordFailure(Exception failure) {
+        assertThat(SessionAfterRollbackProcessor.isTransient(failure)).as("record failure: %s", failure).isFalse();
     }
 
     @Test
-    void onlyFailedTransactionsAreCheckedForACommitThatWentThrough() {
+    void everyFailureButTheListenersOrABeginIsCheckedForACommitThatWentThrough() {
         assertThat(SessionAfterRollbackProcessor.mayHaveCommitted(new TransactionSystemException("commit"))).isTrue();
         assertThat(SessionAfterRollbackProcessor.mayHaveCommitted(new HeuristicCompletionException(
                 HeuristicCompletionException.STATE_UNKNOWN, new RuntimeException()))).isTrue();
-        assertThat(SessionAfterRollbackProcessor.mayHaveCommitted(new SessionTimeoutException("t", "commit", null)))
+        // an afterCommit callback that failed after Kafka committed
+        assertThat(SessionAfterRollbackProcessor.mayHaveCommitted(new IllegalStateException("afterCommit")))
             .isTrue();
         assertThat(SessionAfterRollbackProcessor.mayHaveCommitted(new CannotCreateTransactionException("pool")))
             .isFalse();
@@ -137,9 +169,9 @@ class SessionAfterRollbackProcessorTest {
     }
 
     /**
-     * A transaction holds pending offsets {@code 3 -> 6} for the group; the processor is told a transaction over
-     * records 3..6 failed with an unknown outcome. It must wait until the transaction ends, then seek past the records
-     * if it committed, or back to record 3 if it aborted.
+     * The container polled records 3..6 (its position is 7) and the transaction of record 3 failed with an unknown
+     * outcome; that transaction still holds its pending offset 4 for the group. The processor must wait until the
+     * transaction ends, then seek to 4 (record 3 committed, 4..6 are redelivered) or back to 3 (it aborted).
      */
     private void runAgainstPendingOffsets(String name, boolean commit) throws Exception {
         String topic = name;
@@ -156,7 +188,7 @@ class SessionAfterRollbackProcessorTest {
                     new StringSerializer())) {
                 producer.initTransactions();
                 producer.beginTransaction();
-                producer.sendOffsetsToTransaction(Map.of(tp, new OffsetAndMetadata(7)),
+                producer.sendOffsetsToTransaction(Map.of(tp, new OffsetAndMetadata(4)),
                         new ConsumerGroupMetadata(group));
                 List<ConsumerRecord<String, String>> records = new ArrayList<>();
                 for (long offset = 3; offset < 7; offset++) {
@@ -182,8 +214,8 @@ class SessionAfterRollbackProcessorTest {
                 end.get(10, TimeUnit.SECONDS);
             }
             assertThat(consumer.position(tp))
-                .as(commit ? "committed: its records are not redelivered" : "aborted: redelivered from record 3")
-                .isEqualTo(commit ? 7 : 3);
+                .as(commit ? "committed: record 3 is not redelivered" : "aborted: redelivered from record 3")
+                .isEqualTo(commit ? 4 : 3);
         }
     }
 

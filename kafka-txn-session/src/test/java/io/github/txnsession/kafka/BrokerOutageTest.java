@@ -101,6 +101,8 @@ class BrokerOutageTest {
             try (TransactionSession third = TransactionSession.resume(txnId, prepared, resumeConfigs)) {
                 assertThat(third.completeTransaction(prepared)).isEqualTo(CompletionOutcome.ALREADY_COMMITTED);
             }
+            // the coordinator writes the markers once the leader is back: until then the last stable offset is 0
+            await().atMost(Duration.ofSeconds(30)).until(() -> values(readCommitted(cluster(), out)).size() >= 3);
             assertThat(values(readCommitted(cluster(), out))).containsExactly("v0", "v1", "v2");
             session.close(Duration.ZERO);
         }

@@ -31,6 +31,7 @@ import org.apache.kafka.metadata.bootstrap.BootstrapMetadata;
 import org.apache.kafka.server.common.Feature;
 import org.apache.kafka.server.common.MetadataVersion;
 import org.jspecify.annotations.Nullable;
+import org.junit.jupiter.api.Assumptions;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -46,6 +47,12 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Not guaranteed: isolation between tests that share a cluster. Give every test its own topics, groups and
  * transactional ids ({@link #uniqueName(String)} helps).
+ *
+ * <p><b>Other Kafka versions.</b> With the system property {@code txnsession.external.broker.classpath} set to the
+ * jars of another Kafka version ({@code .ci/kafka-broker-classpath VERSION} prints them), {@link Builder#start()}
+ * starts that version's broker in a child JVM instead (one combined KRaft node; feature levels from
+ * {@code txnsession.external.broker.features}, e.g. {@code transaction.version=1}, and the builder's own), so a
+ * whole test suite runs against it; test classes that need several brokers or SASL are skipped.
  *
  * <pre>{@code
  * try (EmbeddedKafkaCluster kafka = EmbeddedKafkaCluster.builder().brokers(3).start()) {
@@ -64,16 +71,28 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
     /** Password of {@link #SASL_USER}. */
     public static final String SASL_PASSWORD = "plain-admin-secret";
 
-    private final KafkaClusterTestKit cluster;
+    /** The in-process cluster, or null when the broker is an {@link ExternalKafkaBroker}. */
+    private final @Nullable KafkaClusterTestKit cluster;
+    private final @Nullable ExternalKafkaBroker external;
     private final int brokerCount;
     private final boolean sasl;
     private final Set<Integer> stoppedBrokers = new TreeSet<>();
     private volatile @Nullable Admin admin;
 
-    private EmbeddedKafkaCluster(KafkaClusterTestKit cluster, int brokerCount, boolean sasl) {
+    private EmbeddedKafkaCluster(@Nullable KafkaClusterTestKit cluster, @Nullable ExternalKafkaBroker external,
+            int brokerCount, boolean sasl) {
         this.cluster = cluster;
+        this.external = external;
         this.brokerCount = brokerCount;
         this.sasl = sasl;
+    }
+
+    private KafkaClusterTestKit testKit() {
+        KafkaClusterTestKit kit = this.cluster;
+        if (kit == null) {
+            throw new IllegalStateException("not available with an external broker");
+        }
+        return kit;
     }
 
     /** @return a builder for a cluster with one broker and production-like defaults */
@@ -83,7 +102,8 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
 
     /** @return the bootstrap servers of the running brokers, for client configs */
     public String bootstrapServers() {
-        return this.cluster.bootstrapServers();
+        ExternalKafkaBroker e = this.external;
+        return e != null ? e.bootstrapServers() : testKit().bootstrapServers();
     }
 
     /** @return a shared {@link Admin} client for this cluster; closed with the cluster, do not close it */
@@ -108,7 +128,8 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
 
     /** @return the ids of all brokers, running or stopped */
     public Set<Integer> brokerIds() {
-        return new TreeSet<>(this.cluster.brokers().keySet());
+        ExternalKafkaBroker e = this.external;
+        return e != null ? new TreeSet<>(Set.of(e.nodeId())) : new TreeSet<>(testKit().brokers().keySet());
     }
 
     /**
@@ -159,10 +180,18 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
      * @throws IllegalArgumentException if there is no broker with that id
      */
     public void stopBroker(int brokerId) {
-        BrokerServer broker = broker(brokerId);
-        log.info("Stopping broker {}", brokerId);
-        broker.shutdown();
-        broker.awaitShutdown();
+        ExternalKafkaBroker e = this.external;
+        if (e != null) {
+            checkExternalId(e, brokerId);
+            log.info("Stopping external broker {}", brokerId);
+            e.stop();
+        }
+        else {
+            BrokerServer broker = broker(brokerId);
+            log.info("Stopping broker {}", brokerId);
+            broker.shutdown();
+            broker.awaitShutdown();
+        }
         synchronized (this.stoppedBrokers) {
             this.stoppedBrokers.add(brokerId);
         }
@@ -188,12 +217,24 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
      * @throws IllegalStateException if the brokers did not become ready
      */
     public void restartBrokers(Collection<Integer> brokerIds) {
+        ExternalKafkaBroker e = this.external;
+        if (e != null) {
+            for (int brokerId : brokerIds) {
+                checkExternalId(e, brokerId);
+                log.info("Restarting external broker {}", brokerId);
+                e.restart();
+            }
+            synchronized (this.stoppedBrokers) {
+                this.stoppedBrokers.removeAll(brokerIds);
+            }
+            return;
+        }
         for (int brokerId : brokerIds) {
             log.info("Restarting broker {}", brokerId);
             broker(brokerId).startup();
         }
         try {
-            this.cluster.waitForReadyBrokers();
+            testKit().waitForReadyBrokers();
         }
         catch (InterruptedException ex) {
             Thread.currentThread().interrupt();
@@ -214,8 +255,15 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
         }
     }
 
+    private static void checkExternalId(ExternalKafkaBroker e, int brokerId) {
+        if (brokerId != e.nodeId()) {
+            throw new IllegalArgumentException("No broker with id " + brokerId + "; the external broker is "
+                    + e.nodeId());
+        }
+    }
+
     private BrokerServer broker(int brokerId) {
-        BrokerServer broker = this.cluster.brokers().get(brokerId);
+        BrokerServer broker = testKit().brokers().get(brokerId);
         if (broker == null) {
             throw new IllegalArgumentException("No broker with id " + brokerId + "; brokers are " + brokerIds());
         }
@@ -260,8 +308,13 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
         if (a != null) {
             a.close(Duration.ofSeconds(5));
         }
+        ExternalKafkaBroker e = this.external;
+        if (e != null) {
+            e.close();
+            return;
+        }
         try {
-            this.cluster.close();
+            testKit().close();
         }
         catch (Exception ex) {
             throw new IllegalStateException("Could not stop the embedded Kafka cluster", ex);
@@ -353,6 +406,10 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
          * @throws IllegalStateException if the cluster could not be started
          */
         public EmbeddedKafkaCluster start() {
+            String externalClasspath = ExternalKafkaBroker.requestedClasspath();
+            if (externalClasspath != null) {
+                return startExternal(externalClasspath);
+            }
             long started = System.nanoTime();
             MetadataVersion mv = MetadataVersion.latestProduction();
             Map<String, Short> features = new LinkedHashMap<>();
@@ -404,7 +461,31 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
             }
             log.info("Embedded Kafka cluster ({} broker(s), features {}) ready at {} in {} ms", this.brokers,
                     features, cluster.bootstrapServers(), (System.nanoTime() - started) / 1_000_000);
-            return new EmbeddedKafkaCluster(cluster, this.brokers, this.sasl);
+            return new EmbeddedKafkaCluster(cluster, null, this.brokers, this.sasl);
+        }
+
+        /**
+         * A broker of another Kafka version in a child JVM ({@link ExternalKafkaBroker}); a test class that needs
+         * several brokers or SASL is skipped (aborted), since one external broker cannot stand in for them.
+         */
+        private EmbeddedKafkaCluster startExternal(String classpath) {
+            Assumptions.assumeTrue(this.brokers == 1 && !this.sasl, "skipped against an external broker ("
+                    + ExternalKafkaBroker.CLASSPATH_PROPERTY + " is set): the test needs " + this.brokers
+                    + " broker(s)" + (this.sasl ? " and SASL" : ""));
+            Map<String, Short> features = new LinkedHashMap<>();
+            String defaults = System.getProperty(ExternalKafkaBroker.FEATURES_PROPERTY, "");
+            for (String pair : defaults.split(",")) {
+                if (!pair.isBlank()) {
+                    String[] nameLevel = pair.strip().split("=", 2);
+                    features.put(nameLevel[0].strip(), Short.parseShort(nameLevel[1].strip()));
+                }
+            }
+            features.putAll(this.featureOverrides);
+            Map<String, String> properties = new LinkedHashMap<>(defaults(1));
+            properties.putAll(this.brokerProperties);
+            ExternalKafkaBroker broker = ExternalKafkaBroker.start(classpath, properties, features);
+            log.info("External Kafka broker (features {}) ready at {}", features, broker.bootstrapServers());
+            return new EmbeddedKafkaCluster(null, broker, 1, false);
         }
 
         private static Map<String, String> defaults(int brokers) {
