@@ -28,6 +28,7 @@ import static io.github.txnsession.kafka.TestClients.values;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * Brokers that stop mid-commit (two brokers, transaction log replicated on both): a commit whose markers wait for a
@@ -72,6 +73,13 @@ class BrokerOutageTest {
 
     @Test
     void aCommitWhoseMarkersWaitForAStoppedBrokerIsReportedCommittedToEveryCommitter() throws Exception {
+        // measured with a plain KafkaProducer too: Kafka 4.3.1 and 4.4.0 brokers complete the commit at the
+        // coordinator without the marker of a partition whose every replica is down, and that partition keeps an
+        // open transaction (its last stable offset pinned) after the broker returns; 4.2.2 writes the marker then
+        String version = cluster().brokerVersion();
+        assumeTrue(version.startsWith("4.0") || version.startsWith("4.1") || version.startsWith("4.2"),
+                "Kafka " + version + " brokers drop the commit marker of a partition whose replicas are all down "
+                        + "(a hanging transaction; see docs/guarantees.md, Kafka versions)");
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-markers");
         try (TransactionSession session = session(txnId, Map.of())) {
             int coordinator = coordinatorOf(txnId);

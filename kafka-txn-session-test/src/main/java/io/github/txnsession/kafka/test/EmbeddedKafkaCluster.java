@@ -1,5 +1,8 @@
 package io.github.txnsession.kafka.test;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -119,6 +122,28 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
             }
         }
         return a;
+    }
+
+    /**
+     * @return the Kafka version of the brokers ({@code 4.2.2}, ...): the in-process brokers' (the kafka jars on the
+     *         classpath), or, for an external broker, {@code txnsession.external.broker.version} when set, else
+     *         {@code "external"}
+     */
+    public String brokerVersion() {
+        if (this.external != null) {
+            return System.getProperty("txnsession.external.broker.version", "external");
+        }
+        Properties version = new Properties();
+        try (InputStream in = KafkaClusterTestKit.class.getClassLoader()
+            .getResourceAsStream("kafka/kafka-version.properties")) {
+            if (in != null) {
+                version.load(in);
+            }
+        }
+        catch (IOException ex) {
+            throw new UncheckedIOException(ex);
+        }
+        return version.getProperty("version", "unknown");
     }
 
     /** @return the number of brokers this cluster was started with */
