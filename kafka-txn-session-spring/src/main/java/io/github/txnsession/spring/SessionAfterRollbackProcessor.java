@@ -1,5 +1,6 @@
 package io.github.txnsession.spring;
 
+import java.io.IOException;
 import java.sql.SQLException;
 import java.sql.SQLRecoverableException;
 import java.sql.SQLTransientException;
@@ -22,12 +23,22 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.InvalidRecordException;
-import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.AuthenticationException;
+import org.apache.kafka.common.errors.AuthorizationException;
+import org.apache.kafka.common.errors.InterruptException;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
+import org.apache.kafka.common.errors.InvalidTimestampException;
 import org.apache.kafka.common.errors.InvalidTopicException;
+import org.apache.kafka.common.errors.InvalidTxnStateException;
+import org.apache.kafka.common.errors.OutOfOrderSequenceException;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.RecordBatchTooLargeException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
+import org.apache.kafka.common.errors.RetriableException;
 import org.apache.kafka.common.errors.SerializationException;
+import org.apache.kafka.common.errors.TransactionAbortableException;
+import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -45,9 +56,9 @@ import org.springframework.kafka.listener.MessageListenerContainer;
 import org.springframework.kafka.support.TopicPartitionOffset;
 import org.springframework.transaction.CannotCreateTransactionException;
 import org.springframework.transaction.HeuristicCompletionException;
+import org.springframework.transaction.TransactionTimedOutException;
 import org.springframework.util.backoff.BackOff;
 import org.springframework.util.backoff.ExponentialBackOff;
-import org.springframework.util.backoff.FixedBackOff;
 
 /**
  * What a transactional listener container does after a session transaction rolled back: redeliver the records, and
@@ -114,11 +125,12 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
     private final DefaultAfterRollbackProcessor<K, V> recordFailures;
 
     /**
-     * Transient failures retried without limit (0.5 s doubling to 10 s); record failures delivered 10 times, as
-     * spring-kafka's default.
+     * Transient failures retried without limit (0.5 s doubling to 10 s); record failures delivered 10 times, 1 s
+     * doubling to 30 s apart (about 2.5 minutes in all, so that an outage the classification does not recognise
+     * still has that long to end before a record is given up; spring-kafka's default retries at once).
      */
     public SessionAfterRollbackProcessor() {
-        this(defaultTransientBackOff(), new FixedBackOff(0, 9));
+        this(defaultTransientBackOff(), defaultRecordBackOff());
     }
 
     /**
@@ -147,6 +159,14 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
         Objects.requireNonNull(recordBackOff, "recordBackOff");
         this.recordFailures = recoverer == null ? new DefaultAfterRollbackProcessor<>(recordBackOff)
                 : new DefaultAfterRollbackProcessor<>(recoverer, recordBackOff);
+    }
+
+    /** @return 1 s doubling to 30 s between attempts, 9 retries (10 deliveries) */
+    static BackOff defaultRecordBackOff() {
+        ExponentialBackOff backOff = new ExponentialBackOff(1_000, 2.0);
+        backOff.setMaxInterval(30_000);
+        backOff.setMaxAttempts(9);
+        return backOff;
     }
 
     /** @return 0.5 s doubling to 10 s between attempts, without limit */
@@ -182,13 +202,15 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
         if (!recordList.isEmpty() && mayHaveCommitted(exception) && skipCommitted(recordList, consumer, container)) {
             return;
         }
-        this.recordFailures.processBatch(records, recordList, consumer, container, exception, recoverable, eosMode);
+        (isTransient(exception) ? this.transientFailures : this.recordFailures).processBatch(records, recordList,
+                consumer, container, exception, recoverable, eosMode);
     }
 
     @Override
     public int deliveryAttempt(TopicPartitionOffset topicPartitionOffset) {
-        return Math.max(this.transientFailures.deliveryAttempt(topicPartitionOffset),
-                this.recordFailures.deliveryAttempt(topicPartitionOffset));
+        // each tracker says 1 + its failures of the record
+        return this.transientFailures.deliveryAttempt(topicPartitionOffset)
+                + this.recordFailures.deliveryAttempt(topicPartitionOffset) - 1;
     }
 
     @Override
@@ -332,27 +354,44 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
 
     /** Errors that the same record would meet again, whatever the infrastructure does. */
     private static boolean isRecordLevel(Throwable t) {
+        if (t instanceof SerializationException) {
+            // a serializer that could not reach its schema registry is an outage, not a bad record
+            return causes(t).stream().noneMatch(c -> c instanceof IOException || c instanceof RetriableException);
+        }
         if (t instanceof RecordTooLargeException || t instanceof RecordBatchTooLargeException
                 || t instanceof InvalidRecordException || t instanceof InvalidTopicException
-                || t instanceof SerializationException || t instanceof DataIntegrityViolationException) {
+                || t instanceof InvalidTimestampException || t instanceof DataIntegrityViolationException) {
             return true;
         }
         String state = t instanceof SQLException sql ? sql.getSQLState() : null;
-        return state != null && (state.startsWith("22") || state.startsWith("23"));
+        return state != null && (state.startsWith("22") || state.startsWith("23") || state.startsWith("42"));
     }
 
-    /** Errors of Kafka, of a session, of beginning or ending the transaction, of the database as a service. */
+    /**
+     * Errors of Kafka as a service, of a session, of beginning or ending the transaction, of the database as a
+     * service. Other Kafka errors (an admin call of the listener's own, a policy violation) are not in the list: they
+     * are the listener's failures.
+     */
     private static boolean isInfrastructure(Throwable t) {
-        if (t instanceof KafkaException || t instanceof TransactionSessionException
+        if (t instanceof RetriableException || t instanceof InterruptException
+                || t instanceof AuthenticationException || t instanceof AuthorizationException
+                || t instanceof ProducerFencedException || t instanceof InvalidProducerEpochException
+                || t instanceof TransactionAbortableException || t instanceof InvalidTxnStateException
+                || t instanceof UnsupportedVersionException || t instanceof OutOfOrderSequenceException
+                || t instanceof TransactionSessionException || t instanceof DecisionLogException
                 || t instanceof CannotCreateTransactionException || t instanceof HeuristicCompletionException
-                || t instanceof TransientDataAccessException || t instanceof DataAccessResourceFailureException
-                || t instanceof RecoverableDataAccessException || t instanceof SQLTransientException
-                || t instanceof SQLRecoverableException || t instanceof DecisionLogException) {
+                || t instanceof TransactionTimedOutException
+                || (t instanceof SerializationException && !isRecordLevel(t))) {
             return true;
         }
-        String state = t instanceof SQLException sql ? sql.getSQLState() : null;
-        return state != null && (state.startsWith("08") || state.startsWith("40") || state.startsWith("53")
-                || state.startsWith("57") || state.startsWith("58") || state.equals("25006"));
+        if (t instanceof TransientDataAccessException || t instanceof DataAccessResourceFailureException
+                || t instanceof RecoverableDataAccessException || t instanceof SQLTransientException
+                || t instanceof SQLRecoverableException) {
+            return true;
+        }
+        // a raw SQLException (a commit, the decision log) that is not about the data: the database as a service
+        // (SQL states differ by vendor: MySQL's read-only failover is HY000, Oracle's often null)
+        return t instanceof SQLException sql && !isRecordLevel(sql);
     }
 
     /** The failure and its causes, each once (a cause chain may loop), at most {@value #MAX_CAUSE_DEPTH}. */

@@ -1,5 +1,6 @@
 package io.github.txnsession.spring;
 
+import java.io.IOException;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -24,9 +25,11 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
+import org.apache.kafka.common.errors.InvalidTimestampException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.errors.SerializationException;
 import org.apache.kafka.common.errors.TimeoutException;
+import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.TopicAuthorizationException;
 import org.apache.kafka.common.errors.TransactionAbortableException;
 import org.apache.kafka.common.errors.TransactionalIdAuthorizationException;
@@ -48,6 +51,7 @@ import org.springframework.kafka.listener.MessageListener;
 import org.springframework.transaction.CannotCreateTransactionException;
 import org.springframework.transaction.HeuristicCompletionException;
 import org.springframework.transaction.TransactionSystemException;
+import org.springframework.transaction.TransactionTimedOutException;
 import org.springframework.transaction.UnexpectedRollbackException;
 import org.springframework.util.backoff.FixedBackOff;
 
@@ -91,6 +95,11 @@ class SessionAfterRollbackProcessorTest {
         assertTransient(new ListenerExecutionFailedException("db", new UncategorizedSQLException("insert", "sql",
                 new SQLException("cannot execute INSERT in a read-only transaction", "25006"))));
         assertTransient(new DecisionLogException("decision row", new SQLException("refused", "08001")));
+        assertTransient(new TransactionSystemException("decision row", new SQLException("read-only", "HY000")));
+        // a serializer that could not reach its schema registry; a deadline passed while Kafka did not answer
+        assertTransient(new ListenerExecutionFailedException("send", new KafkaException("Send failed",
+                new SerializationException("Error serializing", new IOException("Connection refused")))));
+        assertTransient(new ListenerExecutionFailedException("send", new TransactionTimedOutException("deadline")));
         // the record is the problem: spring-kafka's limit applies
         assertRecordFailure(new ListenerExecutionFailedException("listener", new IllegalStateException("bad")));
         assertRecordFailure(new ListenerExecutionFailedException("db", new DuplicateKeyException("duplicate")));
@@ -100,6 +109,10 @@ class SessionAfterRollbackProcessorTest {
                 new SerializationException("cannot serialize"))));
         assertRecordFailure(new TransactionSystemException("commit", new SQLException("deferred fk", "23503")));
         assertRecordFailure(new UnexpectedRollbackException("rollback-only"));
+        assertRecordFailure(new TransactionSystemException("commit", new SessionAbortableException("t-0", "flush",
+                new InvalidTimestampException("timestamp out of range"))));
+        // the listener's own Kafka client calls: not the session's infrastructure
+        assertRecordFailure(new ListenerExecutionFailedException("admin", new TopicExistsException("exists")));
         // a cause chain that loops ends the walk
         RuntimeException a = new RuntimeException("a");
         RuntimeException b = new RuntimeException("b", a);

@@ -33,6 +33,7 @@ import static io.github.txnsession.kafka.TestClients.readCommitted;
 import static io.github.txnsession.kafka.TestClients.sessionConfigs;
 import static io.github.txnsession.kafka.TestClients.values;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 import static org.assertj.core.api.Assertions.assertThatIllegalStateException;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -185,6 +186,8 @@ class TransactionSessionTest {
             assertThat(groupOffsets(group)).doesNotContainKey(tp);
             session.commitTransaction();
         }
+        // the commit returns once the coordinator decided; the offsets become stable when its markers are written
+        await().atMost(Duration.ofSeconds(30)).until(() -> groupOffsets(group).containsKey(tp));
         assertThat(groupOffsets(group).get(tp).offset()).isEqualTo(20);
     }
 

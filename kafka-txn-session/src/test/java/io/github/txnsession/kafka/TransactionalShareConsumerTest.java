@@ -29,6 +29,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 import static io.github.txnsession.kafka.TestClients.produce;
@@ -37,6 +38,7 @@ import static io.github.txnsession.kafka.TestClients.sessionConfigs;
 import static io.github.txnsession.kafka.TestClients.setGroupConfigs;
 import static io.github.txnsession.kafka.TestClients.shareConsumerConfigs;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import static org.assertj.core.api.Assertions.assertThatIllegalStateException;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
@@ -56,6 +58,12 @@ class TransactionalShareConsumerTest {
         .brokerProperty("group.share.min.record.lock.duration.ms", "1000")
         .brokerProperty("group.share.min.session.timeout.ms", "6000")
         .brokerProperty("group.share.session.timeout.ms", "6000"));
+
+    /** Share groups arrived in Kafka 4.1: against an older broker (an external one) these tests are skipped. */
+    @BeforeEach
+    void brokersRunShareGroups() {
+        assumeTrue(kafka.cluster().supportsShareGroups(), "the brokers do not run share groups (Kafka 4.1+)");
+    }
 
     private static TransactionSession session(String prefix) {
         TransactionSession session = TransactionSession.open(sessionConfigs(kafka.cluster(),

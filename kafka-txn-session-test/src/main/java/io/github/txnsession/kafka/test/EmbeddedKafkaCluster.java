@@ -126,12 +126,12 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
 
     /**
      * @return the Kafka version of the brokers ({@code 4.2.2}, ...): the in-process brokers' (the kafka jars on the
-     *         classpath), or, for an external broker, {@code txnsession.external.broker.version} when set, else
-     *         {@code "external"}
+     *         classpath), or an external broker's (the version of the kafka-clients jar on its classpath)
      */
     public String brokerVersion() {
-        if (this.external != null) {
-            return System.getProperty("txnsession.external.broker.version", "external");
+        String externalClasspath = ExternalKafkaBroker.requestedClasspath();
+        if (this.external != null && externalClasspath != null) {
+            return ExternalKafkaBroker.version(externalClasspath);
         }
         Properties version = new Properties();
         try (InputStream in = KafkaClusterTestKit.class.getClassLoader()
@@ -144,6 +144,25 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
             throw new UncheckedIOException(ex);
         }
         return version.getProperty("version", "unknown");
+    }
+
+    /**
+     * @return whether the brokers run share groups ({@code share.version} finalized at 1 or more; Kafka 4.1 and
+     *         later): tests of share consumers assume it, so that they are skipped against older brokers
+     */
+    public boolean supportsShareGroups() {
+        try {
+            var share = admin().describeFeatures().featureMetadata().get(30, TimeUnit.SECONDS).finalizedFeatures()
+                .get("share.version");
+            return share != null && share.maxVersionLevel() >= 1;
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("Interrupted while describing the cluster's features", ex);
+        }
+        catch (ExecutionException | java.util.concurrent.TimeoutException ex) {
+            throw new IllegalStateException("Could not describe the cluster's features", ex);
+        }
     }
 
     /** @return the number of brokers this cluster was started with */

@@ -110,6 +110,17 @@ final class ExternalKafkaBroker implements AutoCloseable {
         return this.bootstrapServers;
     }
 
+    /**
+     * @param classpath an external broker's classpath
+     * @return the version of its kafka-clients jar ({@code kafka-clients-4.0.2.jar} gives {@code 4.0.2}), or
+     *         {@code "external"} if there is none
+     */
+    static String version(String classpath) {
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("kafka-clients-(\\d+\\.\\d+\\.\\d+)\\.jar")
+            .matcher(classpath);
+        return m.find() ? m.group(1) : "external";
+    }
+
     /** @return the node id of the broker */
     int nodeId() {
         return NODE_ID;
@@ -145,6 +156,8 @@ final class ExternalKafkaBroker implements AutoCloseable {
         Process started = new ProcessBuilder(command).redirectErrorStream(true)
             .redirectOutput(ProcessBuilder.Redirect.appendTo(output)).start();
         this.process = started;
+        // a test JVM that exits without closing the cluster must not leave the broker running
+        Runtime.getRuntime().addShutdownHook(new Thread(started::destroyForcibly, "external-kafka-broker-reaper"));
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
         try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, this.bootstrapServers,
                 AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 2_000,
@@ -162,6 +175,7 @@ final class ExternalKafkaBroker implements AutoCloseable {
                 catch (Exception notYet) {
                     if (notYet instanceof InterruptedException) {
                         Thread.currentThread().interrupt();
+                        started.destroyForcibly();
                         throw new IllegalStateException("Interrupted while starting the external Kafka broker");
                     }
                     if (System.nanoTime() > deadline) {
