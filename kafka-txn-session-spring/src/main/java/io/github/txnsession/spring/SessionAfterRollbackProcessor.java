@@ -58,6 +58,7 @@ import org.springframework.transaction.CannotCreateTransactionException;
 import org.springframework.transaction.HeuristicCompletionException;
 import org.springframework.transaction.TransactionTimedOutException;
 import org.springframework.util.backoff.BackOff;
+import org.springframework.util.backoff.BackOffExecution;
 import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
@@ -125,9 +126,10 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
     private final DefaultAfterRollbackProcessor<K, V> recordFailures;
 
     /**
-     * Transient failures retried without limit (0.5 s doubling to 10 s); record failures delivered 10 times, 1 s
-     * doubling to 30 s apart (about 2.5 minutes in all, so that an outage the classification does not recognise
-     * still has that long to end before a record is given up; spring-kafka's default retries at once).
+     * Transient failures retried without limit (0.5 s doubling to 10 s); record failures delivered 10 times: the
+     * second delivery at once (a failure that happens once costs nothing), then 1 s doubling to 30 s apart (about 2.5
+     * minutes in all, so that an outage the classification does not recognise still has that long to end before a
+     * record is given up; spring-kafka's default retries at once).
      */
     public SessionAfterRollbackProcessor() {
         this(defaultTransientBackOff(), defaultRecordBackOff());
@@ -161,12 +163,18 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
                 : new DefaultAfterRollbackProcessor<>(recoverer, recordBackOff);
     }
 
-    /** @return 1 s doubling to 30 s between attempts, 9 retries (10 deliveries) */
+    /** @return 9 retries (10 deliveries): the first at once, then 1 s doubling to 30 s */
     static BackOff defaultRecordBackOff() {
-        ExponentialBackOff backOff = new ExponentialBackOff(1_000, 2.0);
-        backOff.setMaxInterval(30_000);
-        backOff.setMaxAttempts(9);
-        return backOff;
+        return () -> new BackOffExecution() {
+
+            private int retries;
+
+            @Override
+            public long nextBackOff() {
+                int retry = this.retries++;
+                return retry >= 9 ? STOP : retry == 0 ? 0 : Math.min(30_000L, 1_000L << (retry - 1));
+            }
+        };
     }
 
     /** @return 0.5 s doubling to 10 s between attempts, without limit */

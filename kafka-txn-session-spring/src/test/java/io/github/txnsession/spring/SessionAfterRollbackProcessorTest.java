@@ -53,6 +53,7 @@ import org.springframework.transaction.HeuristicCompletionException;
 import org.springframework.transaction.TransactionSystemException;
 import org.springframework.transaction.TransactionTimedOutException;
 import org.springframework.transaction.UnexpectedRollbackException;
+import org.springframework.util.backoff.BackOffExecution;
 import org.springframework.util.backoff.FixedBackOff;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -126,6 +127,17 @@ class SessionAfterRollbackProcessorTest {
 
     private static void assertRecordFailure(Exception failure) {
         assertThat(SessionAfterRollbackProcessor.isTransient(failure)).as("record failure: %s", failure).isFalse();
+    }
+
+    @Test
+    void recordFailuresAreRetriedAtOnceThenWithAGrowingBackOffTenDeliveriesInAll() {
+        BackOffExecution execution = SessionAfterRollbackProcessor.defaultRecordBackOff().start();
+        List<Long> intervals = new ArrayList<>();
+        for (long next = execution.nextBackOff(); next != BackOffExecution.STOP; next = execution.nextBackOff()) {
+            intervals.add(next);
+        }
+        assertThat(intervals).containsExactly(0L, 1_000L, 2_000L, 4_000L, 8_000L, 16_000L, 30_000L, 30_000L,
+                30_000L);
     }
 
     @Test

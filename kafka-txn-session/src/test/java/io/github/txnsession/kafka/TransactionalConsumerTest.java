@@ -24,6 +24,8 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 import static io.github.txnsession.kafka.TestClients.committedOffsets;
@@ -50,8 +52,14 @@ class TransactionalConsumerTest {
     }
 
     private static TransactionalConsumer<String, String> consumer(String group, int maxPollRecords) {
+        return consumer(group, maxPollRecords, "classic");
+    }
+
+    /** @param protocol {@code group.protocol}: classic or consumer (KIP-848) */
+    private static TransactionalConsumer<String, String> consumer(String group, int maxPollRecords, String protocol) {
         Map<String, Object> configs = consumerConfigs(kafka.cluster(), group);
         configs.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, maxPollRecords);
+        configs.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
         return new TransactionalConsumer<>(new KafkaConsumer<>(configs));
     }
 
@@ -174,11 +182,14 @@ class TransactionalConsumerTest {
 
     /**
      * Two bound consumers in one group. Worker A opens a transaction, then B joins; A's next poll inside the
-     * transaction takes part in the rebalance, which revokes A's partitions: A's commit must fail as abort-only and
-     * A aborts. The output has every input once, in order.
+     * transaction takes part in the rebalance, which revokes A's partitions (all of them with the classic protocol's
+     * eager assignment, some of them with the consumer protocol's incremental one): A's commit must fail as abort-only
+     * and A aborts. The output has every input once, in order.
      */
-    @Test
-    void aRebalanceDuringAnOpenTransactionMakesItAbortOnlyAndLosesOrDuplicatesNothing() throws Exception {
+    @ParameterizedTest(name = "group.protocol={0}")
+    @ValueSource(strings = { "classic", "consumer" })
+    void aRebalanceDuringAnOpenTransactionMakesItAbortOnlyAndLosesOrDuplicatesNothing(String protocol)
+            throws Exception {
         String input = EmbeddedKafkaCluster.uniqueName("rb-in");
         String output = EmbeddedKafkaCluster.uniqueName("rb-out");
         kafka.cluster().createTopics(4, input, output);
@@ -195,8 +206,8 @@ class TransactionalConsumerTest {
         ExecutorService executor = Executors.newFixedThreadPool(2);
         try (TransactionSession sessionA = session("rb-a");
                 TransactionSession sessionB = session("rb-b");
-                TransactionalConsumer<String, String> a = consumer(group, 20);
-                TransactionalConsumer<String, String> b = consumer(group, 20)) {
+                TransactionalConsumer<String, String> a = consumer(group, 20, protocol);
+                TransactionalConsumer<String, String> b = consumer(group, 20, protocol)) {
             ConsumerRebalanceListener noteRevocation = new ConsumerRebalanceListener() {
                 @Override
                 public void onPartitionsRevoked(java.util.Collection<TopicPartition> partitions) {
