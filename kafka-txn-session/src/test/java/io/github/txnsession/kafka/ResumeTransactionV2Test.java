@@ -11,7 +11,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 class ResumeTransactionV2Test extends ResumeContractTest {
 
     @RegisterExtension
-    static final KafkaClusterExtension kafka = KafkaClusterExtension.withBrokers(1);
+    static final KafkaClusterExtension kafka = KafkaClusterExtension.with(b -> b.feature("transaction.version", 2));
 
     @Override
     EmbeddedKafkaCluster kafka() {

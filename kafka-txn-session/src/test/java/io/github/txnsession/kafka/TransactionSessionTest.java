@@ -34,6 +34,7 @@ import static io.github.txnsession.kafka.TestClients.sessionConfigs;
 import static io.github.txnsession.kafka.TestClients.values;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import static org.assertj.core.api.Assertions.assertThatIllegalStateException;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -141,6 +142,7 @@ class TransactionSessionTest {
 
     @Test
     void producerEpochFollowsTheBrokerAcrossCommitsAndAborts() throws Exception {
+        assumeTrue(kafka.cluster().transactionVersion() >= 2, "the epoch bumps per transaction from version 2 on");
         String[] topics = topics("epochs", 1);
         String txnId = EmbeddedKafkaCluster.uniqueName("tx-epochs");
         try (TransactionSession session = session(txnId)) {

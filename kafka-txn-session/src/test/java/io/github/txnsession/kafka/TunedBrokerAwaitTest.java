@@ -22,6 +22,7 @@ class TunedBrokerAwaitTest {
 
     @RegisterExtension
     static final KafkaClusterExtension kafka = KafkaClusterExtension.with(b -> b
+        .feature("transaction.version", 2) // what auto decides under version 1 is ResumeTransactionV1Test's
         .brokerProperty("add.partitions.to.txn.retry.backoff.ms", 1));
 
     @Test

@@ -151,10 +151,22 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
      *         later): tests of share consumers assume it, so that they are skipped against older brokers
      */
     public boolean supportsShareGroups() {
+        return finalizedFeatureLevel("share.version") >= 1;
+    }
+
+    /**
+     * @return the cluster's finalized {@code transaction.version} (0 when not finalized): tests of transaction
+     *         version 2 behaviour assume 2, so that a run against a version 1 broker skips them
+     */
+    public int transactionVersion() {
+        return finalizedFeatureLevel("transaction.version");
+    }
+
+    private int finalizedFeatureLevel(String feature) {
         try {
-            var share = admin().describeFeatures().featureMetadata().get(30, TimeUnit.SECONDS).finalizedFeatures()
-                .get("share.version");
-            return share != null && share.maxVersionLevel() >= 1;
+            var level = admin().describeFeatures().featureMetadata().get(30, TimeUnit.SECONDS).finalizedFeatures()
+                .get(feature);
+            return level == null ? 0 : level.maxVersionLevel();
         }
         catch (InterruptedException ex) {
             Thread.currentThread().interrupt();

@@ -244,11 +244,17 @@ final class ExternalKafkaBroker implements AutoCloseable {
     }
 
     private static String clusterId() {
-        // the storage tool wants a base64 (URL-safe, unpadded) UUID of 16 bytes
-        UUID uuid = UUID.randomUUID();
-        java.nio.ByteBuffer bytes = java.nio.ByteBuffer.allocate(16);
-        bytes.putLong(uuid.getMostSignificantBits()).putLong(uuid.getLeastSignificantBits());
-        return java.util.Base64.getUrlEncoder().withoutPadding().encodeToString(bytes.array());
+        // the storage tool wants a base64 (URL-safe, unpadded) UUID of 16 bytes; one starting with '-' would be read
+        // as an option by its argument parser
+        while (true) {
+            UUID uuid = UUID.randomUUID();
+            java.nio.ByteBuffer bytes = java.nio.ByteBuffer.allocate(16);
+            bytes.putLong(uuid.getMostSignificantBits()).putLong(uuid.getLeastSignificantBits());
+            String id = java.util.Base64.getUrlEncoder().withoutPadding().encodeToString(bytes.array());
+            if (!id.startsWith("-")) {
+                return id;
+            }
+        }
     }
 
     private static int freePort() throws IOException {
