@@ -120,9 +120,10 @@ public final class SessionTransactionManagerAutoConfiguration {
     /**
      * What listener containers do after a session transaction rolled back, unless the application defines an
      * {@code AfterRollbackProcessor} bean (Boot's container factory takes the unique one): redeliver without limit
-     * while Kafka or the database is unavailable, give a record up after 10 deliveries only when the record itself
-     * fails, and never redeliver records whose transaction committed after all. spring-kafka's default gives any
-     * record up after 10 deliveries, which loses its output under a long enough outage.
+     * while Kafka or the database is unavailable, give a record up after 10 deliveries only on a record failure, and
+     * not redeliver records whose transaction committed after all (when the container commits the offsets in the
+     * transaction, its default). spring-kafka's default gives any record up after 10 deliveries, which loses its
+     * output under a long enough outage.
      *
      * @return the starter's after-rollback processor
      */

@@ -70,22 +70,27 @@ import org.springframework.util.backoff.ExponentialBackOff;
  * {@code min.insync.replicas}, a coordinator moving for minutes, a database failing over), the record is skipped and
  * its output never written. This processor sorts each failure by its causes, in this order:
  * <ol>
- * <li><b>Record failures</b>: a record-level Kafka error ({@code RecordTooLargeException},
- * {@code RecordBatchTooLargeException}, {@code InvalidRecordException}, {@code InvalidTopicException}, a
- * {@code SerializationException}) or a database constraint or data error (SQL state class 22 or 23, Spring's
- * {@code DataIntegrityViolationException}). They keep spring-kafka's default: 10 deliveries, then the record is handed
- * to the recoverer (by default: logged) and skipped.</li>
- * <li><b>Transient failures</b>: any other Kafka error (retriable or not: an ACL or credentials problem, a fenced or
- * timed-out transaction, an unsupported version during an upgrade are fixed outside the record), a failure of a
- * session ({@code TransactionSessionException} and its subtypes), a failure to begin a transaction, an unknown or
- * mixed commit outcome, the two-phase decision log failing, and database errors that are about the database, not the
- * data ({@code TransientDataAccessException}, {@code DataAccessResourceFailureException},
- * {@code RecoverableDataAccessException}, {@code SQLTransientException}, {@code SQLRecoverableException}, SQL state
- * classes 08, 40, 53, 57, 58 and 25006). The records are redelivered with an exponential back-off (0.5 s doubling to
- * 10 s by default) and <em>without limit</em>: the partition waits for the infrastructure to come back.</li>
- * <li>Everything else (the listener's own exceptions, a rollback-only transaction, a transaction timeout, a
- * validation error at commit) is a record failure.</li>
+ * <li><b>Record failures</b> (checked first): a record-level Kafka error ({@code RecordTooLargeException},
+ * {@code RecordBatchTooLargeException}, {@code InvalidRecordException}, {@code InvalidTopicException},
+ * {@code InvalidTimestampException}, a {@code SerializationException} not caused by I/O or a retriable error), or a
+ * data, constraint or SQL error of the database (SQL state class 22, 23 or 42, Spring's
+ * {@code DataIntegrityViolationException}).</li>
+ * <li><b>Transient failures</b>: an infrastructure error in the causes: Kafka's retriable errors, authentication and
+ * authorization errors, a fenced, timed-out or aborted producer transaction ({@code ProducerFencedException},
+ * {@code InvalidProducerEpochException}, {@code TransactionAbortableException}, {@code InvalidTxnStateException},
+ * {@code OutOfOrderSequenceException}), {@code UnsupportedVersionException}, an interrupt, any
+ * {@code TransactionSessionException}, the two-phase decision log, a transaction that could not begin, timed out
+ * ({@code TransactionTimedOutException}) or whose outcome is unknown or mixed, a serializer that could not reach its
+ * schema registry, and database errors about the database rather than the data
+ * ({@code TransientDataAccessException}, {@code DataAccessResourceFailureException},
+ * {@code RecoverableDataAccessException}, {@code SQLTransientException}, {@code SQLRecoverableException}, any other
+ * raw {@code SQLException}). The records are redelivered with an exponential back-off (0.5 s doubling to 10 s by
+ * default) and <em>without limit</em>: the partition waits for the infrastructure to come back.</li>
+ * <li>Everything else is a record failure: the listener's own exceptions (its own Kafka admin or client calls
+ * included), a rollback-only transaction, a validation error at commit.</li>
  * </ol>
+ * Record failures are delivered 10 times by default: the second delivery at once, then 1 s doubling to 30 s apart
+ * (about 2 minutes in all), then the record is handed to the recoverer (by default: logged) and skipped.
  * Transient failures do not count towards a record's limit.
  *
  * <p><b>A transaction whose outcome was not known.</b> When a transaction failed anywhere but in the listener (its
@@ -127,7 +132,7 @@ public class SessionAfterRollbackProcessor<K, V> implements AfterRollbackProcess
 
     /**
      * Transient failures retried without limit (0.5 s doubling to 10 s); record failures delivered 10 times: the
-     * second delivery at once (a failure that happens once costs nothing), then 1 s doubling to 30 s apart (about 2.5
+     * second delivery at once (a failure that happens once costs nothing), then 1 s doubling to 30 s apart (about 2
      * minutes in all, so that an outage the classification does not recognise still has that long to end before a
      * record is given up; spring-kafka's default retries at once).
      */

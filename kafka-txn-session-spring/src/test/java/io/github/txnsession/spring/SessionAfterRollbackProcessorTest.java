@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import io.github.txnsession.kafka.SessionAbortableException;
 import io.github.txnsession.kafka.SessionTimeoutException;
@@ -223,8 +224,10 @@ class SessionAfterRollbackProcessorTest {
                 KafkaMessageListenerContainer<String, String> container = container();
                 // the consumer is not thread-safe: the processor runs on this thread, the producer ends the
                 // transaction on another once the processor is waiting
+                AtomicBoolean ending = new AtomicBoolean();
                 CompletableFuture<Void> end = CompletableFuture.runAsync(() -> {
                     sleepQuietly(1500); // long enough for the processor's offset fetch to meet the pending offsets
+                    ending.set(true);
                     if (commit) {
                         producer.commitTransaction();
                     }
@@ -235,7 +238,7 @@ class SessionAfterRollbackProcessorTest {
                 processor.process(records, consumer, container, new HeuristicCompletionException(
                         HeuristicCompletionException.STATE_UNKNOWN, new SessionTimeoutException(name, "commit", null)),
                         true, EOSMode.V2);
-                assertThat(end).as("the processor returned only after the transaction ended").isDone();
+                assertThat(ending).as("the processor returned only once the transaction was ending").isTrue();
                 end.get(10, TimeUnit.SECONDS);
             }
             assertThat(consumer.position(tp))
