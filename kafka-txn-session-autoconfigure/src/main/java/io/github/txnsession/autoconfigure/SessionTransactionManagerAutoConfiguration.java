@@ -134,6 +134,17 @@ public final class SessionTransactionManagerAutoConfiguration {
     }
 
     /**
+     * Warns at startup about listener containers whose failures would not reach the after-rollback processor (an
+     * application {@code CommonErrorHandler}, a container factory built without Boot's configurer).
+     *
+     * @return the check, run when the context is refreshed
+     */
+    @Bean
+    static ListenerFailureHandlingCheck sessionListenerFailureHandlingCheck() {
+        return new ListenerFailureHandlingCheck();
+    }
+
+    /**
      * The session-backed producer factory of {@code pool}, after checking that the application defines no
      * {@code ProducerFactory} that would send around the sessions.
      *

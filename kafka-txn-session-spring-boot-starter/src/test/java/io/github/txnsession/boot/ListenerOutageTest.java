@@ -18,11 +18,14 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -32,7 +35,9 @@ import org.springframework.kafka.config.KafkaListenerEndpointRegistry;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.kafka.listener.AbstractMessageListenerContainer;
 import org.springframework.kafka.listener.AfterRollbackProcessor;
+import org.springframework.kafka.listener.CommonErrorHandler;
 import org.springframework.kafka.listener.DefaultAfterRollbackProcessor;
+import org.springframework.kafka.listener.DefaultErrorHandler;
 import org.springframework.util.backoff.FixedBackOff;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -65,6 +70,21 @@ class ListenerOutageTest {
             assertThat(processorOf(context)).isSameAs(context.getBean(AfterRollbackProcessor.class))
                 .isNotInstanceOf(SessionAfterRollbackProcessor.class);
         }
+    }
+
+    @Test
+    @ExtendWith(OutputCaptureExtension.class)
+    void anApplicationErrorHandlerThatWouldCapOutagesIsNamedAtStartup(CapturedOutput output) {
+        try (ConfigurableApplicationContext context = app(Plain.class, "arp-check-plain")) {
+            assertThat(processorOf(context)).isInstanceOf(SessionAfterRollbackProcessor.class);
+        }
+        assertThat(output.getOut()).doesNotContain("Listener container 'outage'");
+        try (ConfigurableApplicationContext context = app(OwnErrorHandler.class, "arp-check-handler")) {
+            assertThat(context.getBean(CommonErrorHandler.class)).isInstanceOf(DefaultErrorHandler.class);
+        }
+        assertThat(output.getOut()).contains("WARN").contains("Listener container 'outage' runs in Kafka transaction "
+                + "sessions and has a CommonErrorHandler (" + DefaultErrorHandler.class.getName() + ")")
+            .contains("Remove the CommonErrorHandler bean");
     }
 
     private static int deliveries(String value) {
@@ -181,6 +201,17 @@ class ListenerOutageTest {
         AfterRollbackProcessor<Object, Object> afterRollbackProcessor() {
             // spring-kafka's default (FixedBackOff(0, 9)); its recoverer only logs, this one also tells the test
             return new DefaultAfterRollbackProcessor<>((record, ex) -> gaveUp.countDown(), new FixedBackOff(0, 9));
+        }
+    }
+
+    /** An application that keeps spring-kafka's error handler bean (Boot's factory takes it). */
+    @Configuration(proxyBeanMethods = false)
+    @Import(Plain.class)
+    static class OwnErrorHandler {
+
+        @Bean
+        CommonErrorHandler errorHandler() {
+            return new DefaultErrorHandler(new FixedBackOff(0, 2));
         }
     }
 

@@ -102,6 +102,10 @@ class SessionAfterRollbackProcessorTest {
         assertTransient(new ListenerExecutionFailedException("send", new KafkaException("Send failed",
                 new SerializationException("Error serializing", new IOException("Connection refused")))));
         assertTransient(new ListenerExecutionFailedException("send", new TransactionTimedOutException("deadline")));
+        // a listener that caught a failed send and went on: the session's refusal carries the send's failure
+        assertTransient(new TransactionSystemException("commit", new SessionAbortableException("t-0",
+                "commitTransaction() is not allowed in state ABORTABLE_ERROR", new SessionAbortableException("t-0",
+                        "send() failed", new KafkaException("Send failed", new TimeoutException("expired"))))));
         // the record is the problem: spring-kafka's limit applies
         assertRecordFailure(new ListenerExecutionFailedException("listener", new IllegalStateException("bad")));
         assertRecordFailure(new ListenerExecutionFailedException("db", new DuplicateKeyException("duplicate")));
@@ -110,6 +114,9 @@ class SessionAfterRollbackProcessorTest {
         assertRecordFailure(new ListenerExecutionFailedException("send", new KafkaException("Send failed",
                 new SerializationException("cannot serialize"))));
         assertRecordFailure(new TransactionSystemException("commit", new SQLException("deferred fk", "23503")));
+        assertRecordFailure(new TransactionSystemException("commit", new SessionAbortableException("t-0",
+                "commitTransaction() is not allowed in state ABORTABLE_ERROR", new SessionAbortableException("t-0",
+                        "send() failed", new KafkaException("error state", new RecordTooLargeException("big"))))));
         assertRecordFailure(new UnexpectedRollbackException("rollback-only"));
         assertRecordFailure(new TransactionSystemException("commit", new SessionAbortableException("t-0", "flush",
                 new InvalidTimestampException("timestamp out of range"))));

@@ -71,6 +71,8 @@ final class KafkaTransactionSession implements TransactionSession {
     private final List<SessionListener> listeners = new CopyOnWriteArrayList<>();
     private final List<ShareAckHolder> shareAckHolders = new CopyOnWriteArrayList<>();
     private final AtomicReference<@Nullable Exception> sendFailure = new AtomicReference<>();
+    /** why the open transaction became abort-only (the first failure); handed out with every refused call */
+    private final AtomicReference<@Nullable Throwable> abortCause = new AtomicReference<>();
     private final Object coordinatorLock = new Object();
     private final AtomicBoolean closeStarted = new AtomicBoolean();
     private final CountDownLatch closeDone = new CountDownLatch(1);
@@ -290,6 +292,7 @@ final class KafkaTransactionSession implements TransactionSession {
             this.wrote = false;
             this.commitPending = false;
             this.sendFailure.set(null);
+            this.abortCause.set(null);
             this.generation++;
             move(SessionState.IN_TRANSACTION);
         }
@@ -337,7 +340,7 @@ final class KafkaTransactionSession implements TransactionSession {
     public PreparedTransaction prepareTransaction() {
         Lock write = lockForLifecycle(SessionOperation.PREPARE);
         try {
-            SessionStateMachine.check(this.transactionalId, this.state, SessionOperation.PREPARE);
+            checkAllowed(SessionOperation.PREPARE);
             try {
                 beforeCommit();
                 liveProducer().flush();
@@ -347,7 +350,7 @@ final class KafkaTransactionSession implements TransactionSession {
             }
             Exception failedSend = this.sendFailure.get();
             if (failedSend != null) {
-                move(SessionState.ABORTABLE_ERROR);
+                enterAbortable(failedSend);
                 throw new SessionAbortableException(this.transactionalId,
                         "prepareTransaction() found a failed send (" + failedSend + ").", failedSend);
             }
@@ -381,10 +384,10 @@ final class KafkaTransactionSession implements TransactionSession {
         if (known == null) {
             // without the producer's own id and epoch, the open transaction could be another producer's (a zombie's
             // successor): handing that identity out could get it committed by a recovery that never meant it
-            move(SessionState.ABORTABLE_ERROR);
-            throw new SessionAbortableException(this.transactionalId, "prepareTransaction(): the session could not "
-                    + "read its producer id and epoch from the coordinator, so it cannot tell its transaction from "
-                    + "another producer's (" + CoordinatorView.describeForMessage(found) + ").", null);
+            throw enterAbortable(new SessionAbortableException(this.transactionalId, "prepareTransaction(): the "
+                    + "session could not read its producer id and epoch from the coordinator, so it cannot tell its "
+                    + "transaction from another producer's (" + CoordinatorView.describeForMessage(found) + ").",
+                    null));
         }
         if (found.isPresent() && found.get().isOngoing() && known.producerId() == found.get().producerId()
                 && known.epoch() == found.get().producerEpoch()) {
@@ -393,9 +396,8 @@ final class KafkaTransactionSession implements TransactionSession {
         }
         String seen = CoordinatorView.describeForMessage(found);
         if (found.isPresent() && (found.get().isAborting() || found.get().isCompleteAbort())) {
-            move(SessionState.ABORTABLE_ERROR);
-            throw new TransactionLostException(this.transactionalId, "prepareTransaction() found it aborted; abort "
-                    + "the session's transaction (expected producer " + known + "). " + seen, null);
+            throw enterAbortable(new TransactionLostException(this.transactionalId, "prepareTransaction() found it "
+                    + "aborted; abort the session's transaction (expected producer " + known + "). " + seen, null));
         }
         if (found.isPresent() && (found.get().producerId() != known.producerId()
                 || found.get().producerEpoch() > known.epoch())) {
@@ -403,9 +405,9 @@ final class KafkaTransactionSession implements TransactionSession {
             throw new SessionFencedException(this.transactionalId, "prepareTransaction() (the session's producer is "
                     + known + "; " + seen + ")", null);
         }
-        move(SessionState.ABORTABLE_ERROR);
-        throw new SessionAbortableException(this.transactionalId, "prepareTransaction(): the transaction wrote "
-                + "records or offsets, but the coordinator has no open transaction for it. " + seen, null);
+        throw enterAbortable(new SessionAbortableException(this.transactionalId, "prepareTransaction(): the "
+                + "transaction wrote records or offsets, but the coordinator has no open transaction for it. " + seen,
+                null));
     }
 
     @Override
@@ -416,7 +418,7 @@ final class KafkaTransactionSession implements TransactionSession {
         }
         Lock write = lockForLifecycle(SessionOperation.COMMIT);
         try {
-            SessionStateMachine.check(this.transactionalId, this.state, SessionOperation.COMMIT);
+            checkAllowed(SessionOperation.COMMIT);
             commitLive();
         }
         finally {
@@ -446,7 +448,7 @@ final class KafkaTransactionSession implements TransactionSession {
         Objects.requireNonNull(prepared, "prepared");
         Lock write = lockForLifecycle(SessionOperation.COMPLETE);
         try {
-            SessionStateMachine.check(this.transactionalId, this.state, SessionOperation.COMPLETE);
+            checkAllowed(SessionOperation.COMPLETE);
             PreparedTransaction current = this.txn;
             if (current == null) {
                 throw new IllegalStateException("Transaction session '" + this.transactionalId + "': its commit timed "
@@ -546,8 +548,8 @@ final class KafkaTransactionSession implements TransactionSession {
         }
         catch (RuntimeException ex) {
             if (isTimeout(ex)) {
-                move(SessionState.ABORTABLE_ERROR); // kafka-clients lets the abort be retried
-                throw new SessionTimeoutException(this.transactionalId, "abortTransaction()", ex);
+                // kafka-clients lets the abort be retried
+                throw enterAbortable(new SessionTimeoutException(this.transactionalId, "abortTransaction()", ex));
             }
             Boolean elsewhere = committedElsewhere();
             if (elsewhere == null || elsewhere) {
@@ -706,6 +708,7 @@ final class KafkaTransactionSession implements TransactionSession {
         move(SessionState.READY);
         this.txn = null;
         this.wrote = false;
+        this.abortCause.set(null);
         notifyEnd(committed);
     }
 
@@ -743,7 +746,7 @@ final class KafkaTransactionSession implements TransactionSession {
                     + "); the transaction did not commit. Close this session and create a new one.", ex);
         }
         forceState(SessionState.ABORTABLE_ERROR);
-        return new SessionAbortableException(this.transactionalId, call + " failed: " + ex + ".", ex);
+        return noteAbortCause(new SessionAbortableException(this.transactionalId, call + " failed: " + ex + ".", ex));
     }
 
     /**
@@ -849,8 +852,7 @@ final class KafkaTransactionSession implements TransactionSession {
     @Override
     public void heartbeat() {
         checkNotInsideSend(SessionOperation.HEARTBEAT);
-        SessionState observed = this.state;
-        SessionStateMachine.check(this.transactionalId, observed, SessionOperation.HEARTBEAT);
+        checkAllowed(SessionOperation.HEARTBEAT);
         long gen = this.generation;
         TransactionSessionException failure = isResumed() ? resumedHeartbeat() : liveHeartbeat();
         if (failure == null) {
@@ -865,7 +867,7 @@ final class KafkaTransactionSession implements TransactionSession {
                 return; // the transaction ended or is ending meanwhile (this session's commit or abort)
             }
             if (failure instanceof TransactionLostException && !isResumed()) {
-                move(SessionState.ABORTABLE_ERROR);
+                enterAbortable(failure);
                 this.producerIdentity = null;
             }
             else {
@@ -1351,10 +1353,11 @@ final class KafkaTransactionSession implements TransactionSession {
         Lock write = this.lock.writeLock();
         write.lock();
         try {
+            SessionAbortableException failure = new SessionAbortableException(this.transactionalId, reason, null);
             if (this.state == SessionState.IN_TRANSACTION || this.state == SessionState.PREPARED) {
-                move(SessionState.ABORTABLE_ERROR);
+                enterAbortable(failure);
             }
-            return new SessionAbortableException(this.transactionalId, reason, null);
+            return failure;
         }
         finally {
             write.unlock();
@@ -1372,7 +1375,7 @@ final class KafkaTransactionSession implements TransactionSession {
         long gen = this.generation;
         RuntimeException fenced = null;
         try {
-            SessionStateMachine.check(this.transactionalId, this.state, operation);
+            checkAllowed(operation);
             liveProducer();
             try {
                 return action.get();
@@ -1393,10 +1396,13 @@ final class KafkaTransactionSession implements TransactionSession {
                             + " failed with a fatal error (" + ex + "); close this session.", ex);
                     throw fenced;
                 }
+                SessionAbortableException failure = new SessionAbortableException(this.transactionalId,
+                        operation.call() + " failed: " + ex + ".", ex);
                 if (this.state == SessionState.IN_TRANSACTION) {
                     forceState(SessionState.ABORTABLE_ERROR); // kafka-clients put the transaction in error state
+                    noteAbortCause(failure);
                 }
-                throw new SessionAbortableException(this.transactionalId, operation.call() + " failed: " + ex + ".", ex);
+                throw failure;
             }
         }
         finally {
@@ -1477,6 +1483,40 @@ final class KafkaTransactionSession implements TransactionSession {
                         committed ? "commit" : "abort", ex);
             }
         }
+    }
+
+    /**
+     * Checks {@code operation} against the table. A call that would carry an abort-only transaction forward (send,
+     * offsets, prepare, commit, complete, heartbeat) fails with {@link SessionAbortableException} carrying the failure
+     * that made it abort-only, so a caller that swallowed that failure still learns what it was (a record too large,
+     * a broker outage) and can tell a bad record from an outage; other illegal calls fail with
+     * {@link IllegalStateException}.
+     */
+    private void checkAllowed(SessionOperation operation) {
+        SessionState now = this.state;
+        if (now == SessionState.ABORTABLE_ERROR && operation != SessionOperation.BEGIN
+                && operation != SessionOperation.INITIALIZE
+                && !SessionStateMachine.isAllowed(now, operation)) {
+            Throwable cause = this.abortCause.get();
+            if (cause == null) {
+                cause = this.sendFailure.get();
+            }
+            throw new SessionAbortableException(this.transactionalId, operation.call() + " is not allowed in state "
+                    + now + ": the transaction failed earlier" + (cause == null ? "" : " (" + cause + ")")
+                    + " and can only be aborted.", cause);
+        }
+        SessionStateMachine.check(this.transactionalId, now, operation);
+    }
+
+    /** Moves to ABORTABLE_ERROR and keeps {@code cause} as the transaction's first failure. */
+    private <E extends Throwable> E enterAbortable(E cause) {
+        move(SessionState.ABORTABLE_ERROR);
+        return noteAbortCause(cause);
+    }
+
+    private <E extends Throwable> E noteAbortCause(E cause) {
+        this.abortCause.compareAndSet(null, cause);
+        return cause;
     }
 
     private void move(SessionState to) {

@@ -40,8 +40,10 @@ import org.apache.kafka.common.TopicPartition;
  * inside a send (a callback kafka-clients runs on the sending thread, or on its I/O thread) throws
  * {@link IllegalStateException} at once instead of deadlocking.</li>
  * <li>One explicit state machine ({@link SessionState}, table in {@code SessionStateMachine}); an illegal call
- * throws {@link IllegalStateException} naming the state and the calls allowed in it. No call leaves the session in
- * COMMITTING or ABORTING.</li>
+ * throws {@link IllegalStateException} naming the state and the calls allowed in it, except in ABORTABLE_ERROR: there a
+ * send, offsets, prepare, commit, complete or heartbeat throws {@link SessionAbortableException} whose cause is the
+ * failure that made the transaction abort-only, so a caller that caught and ignored that failure still learns it at
+ * commit. No call leaves the session in COMMITTING or ABORTING.</li>
  * <li>Errors are classified ({@code KafkaErrors}): {@link SessionFencedException} (another session took over; state
  * FATAL_ERROR), {@link SessionAbortableException} (abort, then go on), {@link SessionTimeoutException} (the call may
  * be retried; a commit that timed out leaves the session PREPARED), {@link TransactionLostException} (certainly

@@ -23,6 +23,7 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.serialization.IntegerSerializer;
 import org.apache.kafka.common.serialization.LongSerializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -383,6 +384,15 @@ class TransactionSessionTest {
             assertThat(session.state()).isEqualTo(SessionState.ABORTABLE_ERROR);
             assertThatIllegalStateException().isThrownBy(session::beginTransaction)
                 .withMessageContaining("ABORTABLE_ERROR");
+            // a caller that swallows the failure and carries on learns it from every call that would go on
+            assertThatThrownBy(() -> producer.send(new ProducerRecord<>(topics[0], "k", "ignored")))
+                .isInstanceOf(SessionAbortableException.class).hasRootCauseInstanceOf(RecordTooLargeException.class);
+            assertThatThrownBy(session::prepareTransaction).isInstanceOf(SessionAbortableException.class)
+                .hasRootCauseInstanceOf(RecordTooLargeException.class);
+            assertThatThrownBy(session::commitTransaction).isInstanceOf(SessionAbortableException.class)
+                .hasMessageContaining("ABORTABLE_ERROR").hasRootCauseInstanceOf(RecordTooLargeException.class);
+            assertThatThrownBy(session::heartbeat).isInstanceOf(SessionAbortableException.class);
+            assertThat(session.state()).isEqualTo(SessionState.ABORTABLE_ERROR);
             session.abortTransaction();
             session.beginTransaction();
             producer.send(new ProducerRecord<>(topics[0], "k", "after"));

@@ -86,8 +86,9 @@ class TransactionTimeoutTest {
             assertThatThrownBy(session::heartbeat).isInstanceOf(TransactionLostException.class)
                 .hasMessageContaining("transaction.timeout.ms");
             assertThat(session.state()).isEqualTo(SessionState.ABORTABLE_ERROR);
-            assertThatIllegalStateException().isThrownBy(session::commitTransaction)
-                .withMessageContaining("ABORTABLE_ERROR").withMessageContaining("must be aborted");
+            assertThatThrownBy(session::commitTransaction).isInstanceOf(SessionAbortableException.class)
+                .hasMessageContaining("ABORTABLE_ERROR").hasMessageContaining("must be aborted")
+                .hasCauseInstanceOf(TransactionLostException.class);
         }
         assertThat(readCommitted(kafka.cluster(), topic)).isEmpty();
     }
