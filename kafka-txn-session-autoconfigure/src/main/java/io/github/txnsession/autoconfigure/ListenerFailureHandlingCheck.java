@@ -1,7 +1,10 @@
 package io.github.txnsession.autoconfigure;
 
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Set;
 
 import io.github.txnsession.spring.SessionAfterRollbackProcessor;
 import io.github.txnsession.spring.SessionProducerFactory;
@@ -13,6 +16,7 @@ import org.springframework.context.event.ContextRefreshedEvent;
 import org.springframework.kafka.config.KafkaListenerEndpointRegistry;
 import org.springframework.kafka.listener.AbstractMessageListenerContainer;
 import org.springframework.kafka.listener.AfterRollbackProcessor;
+import org.springframework.kafka.listener.CommonContainerStoppingErrorHandler;
 import org.springframework.kafka.listener.CommonErrorHandler;
 import org.springframework.kafka.listener.DefaultAfterRollbackProcessor;
 import org.springframework.kafka.listener.MessageListenerContainer;
@@ -38,15 +42,23 @@ final class ListenerFailureHandlingCheck implements ApplicationListener<ContextR
 
     @Override
     public void onApplicationEvent(ContextRefreshedEvent event) {
-        var context = event.getApplicationContext();
-        boolean startersProcessor = context.getBeanNamesForType(SessionAfterRollbackProcessor.class).length > 0;
-        List<MessageListenerContainer> containers = new ArrayList<>();
-        for (KafkaListenerEndpointRegistry registry : context.getBeansOfType(KafkaListenerEndpointRegistry.class)
-            .values()) {
-            containers.addAll(registry.getAllListenerContainers());
+        try {
+            var context = event.getApplicationContext();
+            boolean startersProcessor = context.getBeanNamesForType(SessionAfterRollbackProcessor.class).length > 0;
+            // the registries' containers and singleton container beans: never instantiates a prototype
+            Set<MessageListenerContainer> containers = Collections.newSetFromMap(new IdentityHashMap<>());
+            for (KafkaListenerEndpointRegistry registry : context
+                .getBeansOfType(KafkaListenerEndpointRegistry.class, false, false).values()) {
+                containers.addAll(registry.getListenerContainers());
+            }
+            containers.addAll(context.getBeansOfType(MessageListenerContainer.class, false, false).values());
+            for (String warning : warnings(new ArrayList<>(containers), startersProcessor)) {
+                log.warn(warning);
+            }
         }
-        for (String warning : warnings(containers, startersProcessor)) {
-            log.warn(warning);
+        catch (RuntimeException ex) {
+            // a check that only warns must never fail the application's start
+            log.debug("Could not check the listener containers' failure handling", ex);
         }
     }
 
@@ -65,14 +77,14 @@ final class ListenerFailureHandlingCheck implements ApplicationListener<ContextR
             String id = container.getListenerId();
             CommonErrorHandler handler = container.getCommonErrorHandler();
             AfterRollbackProcessor<?, ?> processor = container.getAfterRollbackProcessor();
-            if (handler != null) {
+            if (handler != null && !(handler instanceof CommonContainerStoppingErrorHandler)) {
                 warnings.add("Listener container '" + id + "' runs in Kafka transaction sessions and has a "
                         + "CommonErrorHandler (" + handler.getClass().getName() + "): with transactions spring-kafka "
                         + "hands listener exceptions to it inside the transaction, so its retry limit applies to "
                         + "broker and database outages too, and a record it gives up loses its output. Remove the "
-                        + "CommonErrorHandler bean (or the container factory's error handler) to let "
-                        + "SessionAfterRollbackProcessor redeliver outages without limit; keep it only if that limit "
-                        + "is intended.");
+                        + "CommonErrorHandler bean (or the error handler set on the container factory, or by "
+                        + "@RetryableTopic) to let SessionAfterRollbackProcessor redeliver outages without limit; keep "
+                        + "it only if that limit is intended.");
             }
             else if (startersProcessor && processor.getClass() == DefaultAfterRollbackProcessor.class) {
                 warnings.add("Listener container '" + id + "' runs in Kafka transaction sessions with spring-kafka's "

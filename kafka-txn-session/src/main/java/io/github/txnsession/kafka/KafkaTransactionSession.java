@@ -1399,8 +1399,8 @@ final class KafkaTransactionSession implements TransactionSession {
                 SessionAbortableException failure = new SessionAbortableException(this.transactionalId,
                         operation.call() + " failed: " + ex + ".", ex);
                 if (this.state == SessionState.IN_TRANSACTION) {
+                    noteAbortCause(failure); // before the state: a concurrent send must find the cause
                     forceState(SessionState.ABORTABLE_ERROR); // kafka-clients put the transaction in error state
-                    noteAbortCause(failure);
                 }
                 throw failure;
             }
@@ -1514,9 +1514,14 @@ final class KafkaTransactionSession implements TransactionSession {
         return noteAbortCause(cause);
     }
 
-    private <E extends Throwable> E noteAbortCause(E cause) {
-        this.abortCause.compareAndSet(null, cause);
-        return cause;
+    /**
+     * Keeps the transaction's first failure: a send that failed earlier (reported on the producer's I/O thread, where
+     * the state cannot move) wins over {@code failure}, which may only be its consequence.
+     */
+    private <E extends Throwable> E noteAbortCause(E failure) {
+        Exception failedSend = this.sendFailure.get();
+        this.abortCause.compareAndSet(null, failedSend != null ? failedSend : failure);
+        return failure;
     }
 
     private void move(SessionState to) {

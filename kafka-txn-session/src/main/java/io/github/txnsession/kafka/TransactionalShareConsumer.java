@@ -11,7 +11,9 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.AcknowledgementCommitCallback;
@@ -27,6 +29,7 @@ import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.errors.InterruptException;
 import org.apache.kafka.common.metrics.KafkaMetric;
 import org.apache.kafka.common.serialization.Deserializer;
 import org.jspecify.annotations.Nullable;
@@ -93,15 +96,32 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private volatile @Nullable KafkaTransactionSession session;
 
     /** delivered by this consumer and not yet acknowledged at the wrapped consumer */
-    private final Map<RecordId, ConsumerRecord<K, V>> held = new LinkedHashMap<>();
+    private final Map<ShareRecordId, ConsumerRecord<K, V>> held = new LinkedHashMap<>();
     /** held records whose RENEW went out; out of the wrapped consumer's flight until a poll returns them */
-    private final Set<RecordId> renewed = new HashSet<>();
+    private final Set<ShareRecordId> renewed = new HashSet<>();
     /** acknowledgements of the open transaction */
-    private final Map<RecordId, AcknowledgeType> buffered = new LinkedHashMap<>();
+    private final Map<ShareRecordId, AcknowledgeType> buffered = new LinkedHashMap<>();
     /** acknowledgements to send to the wrapped consumer as soon as it can take them */
-    private final Map<RecordId, AcknowledgeType> outgoing = new LinkedHashMap<>();
+    private final Map<ShareRecordId, AcknowledgeType> outgoing = new LinkedHashMap<>();
     /** records a poll of ours fetched while taking renewed records back; the next {@link #poll} returns them */
     private final List<ConsumerRecord<K, V>> stash = new ArrayList<>();
+    /** the ledger that closes the commit-acknowledgement window, if one is used */
+    private volatile @Nullable ShareOutcomeLedger ledger;
+    /** (ledger) outcomes that committed and whose acknowledgement the broker has not confirmed; under track */
+    private final Map<ShareRecordId, AcknowledgeType> unconfirmed = new HashMap<>();
+    /** (ledger) the entry the open transaction writes; under track */
+    private @Nullable Map<ShareRecordId, AcknowledgeType> writing;
+    /** (ledger) the transactional id whose earlier entry was carried forward */
+    private volatile @Nullable String ledgerWriter;
+    /**
+     * the earliest time (System.nanoTime) each held record can have been acquired: the start of the poll before the
+     * one that returned it (the consumer may fetch a batch ahead), or its last renewal; under track
+     */
+    private final Map<ShareRecordId, Long> heldSince = new HashMap<>();
+    /** when the last call of the wrapped consumer's poll started (0: never) */
+    private long previousPollStart;
+    /** the acquisition lock duration the brokers last announced, in ms (-1: not known yet) */
+    private volatile long lockTimeoutMs = -1;
 
     /**
      * Creates a {@link KafkaShareConsumer} in explicit acknowledgement mode.
@@ -218,6 +238,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             bound.addParticipant(this.participant);
             bound.addShareAckHolder(this.participant);
         }
+        carryLedgerForward();
         if (bound.transactionalShareAcksAvailable()) {
             log.warn("The cluster advertises transactional share acknowledgements (KIP-1289), but this library "
                     + "version cannot send them yet; acknowledgements are sent right after each commit");
@@ -272,6 +293,52 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         this.session = null;
     }
 
+    /**
+     * Closes the window between commit and acknowledgement with {@code ledger}: from now on every transaction that
+     * acknowledges records of this consumer also writes, in that transaction, which records' outcomes committed, and
+     * a record the group delivers again whose outcome committed is acknowledged with that outcome instead of being
+     * returned by {@link #poll}. Use the same ledger topic in every consumer of the group. See
+     * {@link ShareOutcomeLedger} for what it guarantees and what it does not.
+     *
+     * @param ledger the ledger; the caller closes it after this consumer
+     * @throws IllegalStateException while the open transaction holds acknowledgements of this consumer
+     */
+    public void useOutcomeLedger(ShareOutcomeLedger ledger) {
+        Objects.requireNonNull(ledger, "ledger");
+        synchronized (this.track) {
+            if (!this.buffered.isEmpty()) {
+                throw new IllegalStateException("useOutcomeLedger() is not allowed while the open transaction holds "
+                        + this.buffered.size() + " acknowledgement(s) of this share consumer. Commit or abort first.");
+            }
+            this.ledger = ledger;
+            this.ledgerWriter = null;
+        }
+        carryLedgerForward();
+    }
+
+    /**
+     * (ledger) Takes over what an earlier session of the bound transactional id left unconfirmed in the ledger, so
+     * the next entry keeps naming those records until they are settled. Runs once per ledger and session, when both
+     * are known (also warming the ledger's reader before the first record arrives).
+     */
+    private void carryLedgerForward() {
+        ShareOutcomeLedger l = this.ledger;
+        KafkaTransactionSession s = this.session;
+        if (l == null || s == null || s.transactionalId().equals(this.ledgerWriter)) {
+            return;
+        }
+        Map<ShareRecordId, AcknowledgeType> earlier = l.entryOf(this.groupId, s.transactionalId());
+        synchronized (this.track) {
+            earlier.forEach(this.unconfirmed::putIfAbsent);
+        }
+        this.ledgerWriter = s.transactionalId();
+    }
+
+    /** @return the outcome ledger this consumer uses, if any */
+    public @Nullable ShareOutcomeLedger outcomeLedger() {
+        return this.ledger;
+    }
+
     // ---------------------------------------------------------------- poll and acknowledge
 
     /**
@@ -307,11 +374,16 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     return takeStash();
                 }
             }
-            ConsumerRecords<K, V> records = this.delegate.poll(timeout);
+            long pollStart = System.nanoTime();
+            long now = this.previousPollStart == 0 ? pollStart : this.previousPollStart;
+            this.previousPollStart = pollStart;
+            ConsumerRecords<K, V> records = settleRedeliveries(this.delegate.poll(timeout));
+            this.delegate.acquisitionLockTimeoutMs().ifPresent(ms -> this.lockTimeoutMs = ms);
             synchronized (this.track) {
                 for (ConsumerRecord<K, V> r : records) {
-                    RecordId id = RecordId.of(r);
+                    ShareRecordId id = ShareRecordId.of(r);
                     this.held.put(id, r);
+                    this.heldSince.put(id, now);
                     this.renewed.remove(id);
                 }
             }
@@ -320,6 +392,66 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         finally {
             this.access.unlock();
         }
+    }
+
+    /**
+     * With a ledger: records delivered again whose outcome committed are acknowledged with that outcome here and
+     * left out. If the ledger cannot be read, the records delivered again are released (they come back later) rather
+     * than risk a second output. Caller holds {@link #access}.
+     */
+    private ConsumerRecords<K, V> settleRedeliveries(ConsumerRecords<K, V> records) {
+        ShareOutcomeLedger l = this.ledger;
+        if (l == null || records.isEmpty()) {
+            return records;
+        }
+        List<ConsumerRecord<K, V>> again = new ArrayList<>();
+        for (ConsumerRecord<K, V> r : records) {
+            if (r.deliveryCount().orElse((short) 1) > 1) {
+                again.add(r);
+            }
+        }
+        if (again.isEmpty()) {
+            return records;
+        }
+        Map<ShareRecordId, AcknowledgeType> done;
+        try {
+            done = l.lookup(this.groupId, again.stream().map(ShareRecordId::of).toList());
+        }
+        catch (KafkaException ex) {
+            log.warn("Share group '{}': the outcome ledger could not be read ({}); releasing the {} record(s) "
+                    + "delivered again, which come back later", this.groupId, ex.toString(), again.size());
+            for (ConsumerRecord<K, V> r : again) {
+                this.delegate.acknowledge(r, AcknowledgeType.RELEASE);
+            }
+            if (ex instanceof InterruptException) {
+                throw ex;
+            }
+            return without(records, again.stream().map(ShareRecordId::of).collect(Collectors.toSet()));
+        }
+        if (done.isEmpty()) {
+            return records;
+        }
+        for (ConsumerRecord<K, V> r : again) {
+            AcknowledgeType outcome = done.get(ShareRecordId.of(r));
+            if (outcome != null) {
+                this.delegate.acknowledge(r, outcome);
+            }
+        }
+        log.info("Share group '{}': {} record(s) delivered again had their outcome committed already (their "
+                + "acknowledgement was lost); acknowledged, not processed again: {}", this.groupId, done.size(),
+                done.keySet());
+        return without(records, done.keySet());
+    }
+
+    private ConsumerRecords<K, V> without(ConsumerRecords<K, V> records, Set<ShareRecordId> left) {
+        Map<TopicPartition, List<ConsumerRecord<K, V>>> byPartition = new LinkedHashMap<>();
+        for (ConsumerRecord<K, V> r : records) {
+            if (!left.contains(ShareRecordId.of(r))) {
+                byPartition.computeIfAbsent(new TopicPartition(r.topic(), r.partition()), tp -> new ArrayList<>())
+                    .add(r);
+            }
+        }
+        return new ConsumerRecords<>(byPartition, Map.of());
     }
 
     private ConsumerRecords<K, V> takeStash() {
@@ -348,7 +480,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     public void acknowledge(ConsumerRecord<K, V> record, AcknowledgeType type) {
         Objects.requireNonNull(record, "record");
         Objects.requireNonNull(type, "type");
-        acknowledge(RecordId.of(record), type, false);
+        acknowledge(ShareRecordId.of(record), type, false);
     }
 
     /**
@@ -360,10 +492,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     public void acknowledge(String topic, int partition, long offset, AcknowledgeType type) {
         Objects.requireNonNull(topic, "topic");
         Objects.requireNonNull(type, "type");
-        acknowledge(new RecordId(topic, partition, offset), type, true);
+        acknowledge(new ShareRecordId(topic, partition, offset), type, true);
     }
 
-    private void acknowledge(RecordId id, AcknowledgeType type, boolean byCoordinates) {
+    private void acknowledge(ShareRecordId id, AcknowledgeType type, boolean byCoordinates) {
         boolean delivered;
         synchronized (this.track) {
             delivered = this.held.containsKey(id) && !this.buffered.containsKey(id) && !this.outgoing.containsKey(id);
@@ -408,6 +540,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 if (record != null && !this.renewed.contains(id)) {
                     this.delegate.acknowledge(record, type);
                     this.held.remove(id);
+                this.heldSince.remove(id);
                 }
                 else {
                     this.outgoing.put(id, type); // renewed: sent once a poll has taken it back
@@ -419,7 +552,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         }
     }
 
-    private IllegalStateException notDelivered(RecordId id) {
+    private IllegalStateException notDelivered(ShareRecordId id) {
         return new IllegalStateException("Record " + id + " was not delivered by this share consumer (group '"
                 + this.groupId + "'), or it was acknowledged already. Acknowledge only records returned by this "
                 + "consumer's poll(), once each.");
@@ -434,7 +567,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      * @return how many records' locks were renewed
      */
     public int heartbeat() {
-        List<RecordId> ids;
+        List<ShareRecordId> ids;
         synchronized (this.track) {
             ids = new ArrayList<>(this.held.keySet());
             ids.removeAll(this.renewed);
@@ -448,15 +581,16 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     }
 
     /** Sends RENEW for these held records now; when nothing else is in flight, takes them back at once. */
-    private int renew(List<RecordId> ids) {
+    private int renew(List<ShareRecordId> ids) {
         this.access.lock();
         try {
             synchronized (this.track) {
                 int count = 0;
-                for (RecordId id : ids) {
+                for (ShareRecordId id : ids) {
                     ConsumerRecord<K, V> record = this.held.get(id);
                     if (record != null && this.renewed.add(id)) {
                         this.delegate.acknowledge(record, AcknowledgeType.RENEW);
+                        this.heldSince.put(id, System.nanoTime()); // the broker extends the lock when it gets this
                         count++;
                     }
                 }
@@ -487,18 +621,22 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private void retake() {
         long deadline = System.nanoTime() + RETAKE_TIMEOUT.toNanos();
         while (!this.renewed.isEmpty() && System.nanoTime() < deadline) {
+            long pollStart = System.nanoTime();
+            long acquiredAfter = this.previousPollStart == 0 ? pollStart : this.previousPollStart;
+            this.previousPollStart = pollStart;
             ConsumerRecords<K, V> records = this.delegate.poll(Duration.ofMillis(100));
             if (records.isEmpty()) {
                 continue;
             }
             boolean fresh = false;
             for (ConsumerRecord<K, V> r : records) {
-                RecordId id = RecordId.of(r);
+                ShareRecordId id = ShareRecordId.of(r);
                 if (!this.renewed.remove(id)) {
                     fresh = true;
                     this.stash.add(r);
                 }
                 this.held.put(id, r);
+                this.heldSince.putIfAbsent(id, acquiredAfter); // a renewed one keeps its renewal time
             }
             if (fresh) {
                 break; // the renewal path is over: whatever did not come back lost its lock
@@ -511,8 +649,9 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             log.warn("Share group '{}': records {} did not come back after their lock renewal (lock expired or lost); "
                     + "the group delivers them again, so their pending acknowledgements are dropped", this.groupId,
                     this.renewed);
-            for (RecordId id : this.renewed) {
+            for (ShareRecordId id : this.renewed) {
                 this.held.remove(id);
+                this.heldSince.remove(id);
                 this.outgoing.remove(id);
                 this.buffered.remove(id);
             }
@@ -543,7 +682,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
 
     private void sendInFlight() {
         for (var it = this.outgoing.entrySet().iterator(); it.hasNext();) {
-            Map.Entry<RecordId, AcknowledgeType> e = it.next();
+            Map.Entry<ShareRecordId, AcknowledgeType> e = it.next();
             ConsumerRecord<K, V> record = this.held.get(e.getKey());
             if (record == null) {
                 it.remove();
@@ -551,6 +690,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             else if (!this.renewed.contains(e.getKey())) {
                 this.delegate.acknowledge(record, e.getValue());
                 this.held.remove(e.getKey());
+                this.heldSince.remove(e.getKey());
                 it.remove();
             }
         }
@@ -580,7 +720,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
 
         @Override
         public boolean holds(ShareAcknowledgement ack) {
-            RecordId id = new RecordId(ack.topic(), ack.partition(), ack.offset());
+            ShareRecordId id = new ShareRecordId(ack.topic(), ack.partition(), ack.offset());
             synchronized (TransactionalShareConsumer.this.track) {
                 return TransactionalShareConsumer.this.held.containsKey(id)
                         && !TransactionalShareConsumer.this.buffered.containsKey(id)
@@ -591,15 +731,89 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         @Override
         public void hold(ShareAcknowledgement ack) {
             synchronized (TransactionalShareConsumer.this.track) {
-                TransactionalShareConsumer.this.buffered.put(new RecordId(ack.topic(), ack.partition(), ack.offset()),
+                TransactionalShareConsumer.this.buffered.put(new ShareRecordId(ack.topic(), ack.partition(), ack.offset()),
                         ack.type());
             }
+        }
+
+        /** With a ledger: the transaction also writes this session's entry (its outcomes, and those unconfirmed). */
+        @Override
+        public void beforeCommit(TransactionSession s) {
+            ShareOutcomeLedger l = TransactionalShareConsumer.this.ledger;
+            if (l == null) {
+                return;
+            }
+            Object track = TransactionalShareConsumer.this.track;
+            synchronized (track) {
+                TransactionalShareConsumer.this.writing = null;
+                if (decided(TransactionalShareConsumer.this.buffered).isEmpty()) {
+                    return; // nothing of this transaction to record; the session's last entry stands
+                }
+            }
+            String writer = s.transactionalId();
+            refuseExpiredLocks(s);
+            carryLedgerForward();
+            Map<ShareRecordId, AcknowledgeType> entry;
+            synchronized (track) {
+                entry = new HashMap<>(TransactionalShareConsumer.this.unconfirmed);
+                entry.putAll(decided(TransactionalShareConsumer.this.buffered));
+            }
+            l.prune(TransactionalShareConsumer.this.groupId, entry);
+            KafkaTransactionSession.of(s).send(l.entryRecord(TransactionalShareConsumer.this.groupId, writer, entry),
+                    null);
+            synchronized (track) {
+                TransactionalShareConsumer.this.writing = entry;
+            }
+        }
+
+        /**
+         * A record whose acquisition lock has certainly expired may be with another consumer already, which cannot
+         * see this transaction's entry: the transaction must not commit its output (it aborts, the record comes back).
+         */
+        private void refuseExpiredLocks(TransactionSession s) {
+            long lockMs = TransactionalShareConsumer.this.lockTimeoutMs;
+            if (lockMs <= 0) {
+                return;
+            }
+            List<ShareRecordId> expired = new ArrayList<>();
+            long now = System.nanoTime();
+            synchronized (TransactionalShareConsumer.this.track) {
+                for (ShareRecordId id : TransactionalShareConsumer.this.buffered.keySet()) {
+                    Long since = TransactionalShareConsumer.this.heldSince.get(id);
+                    if (since != null && now - since >= TimeUnit.MILLISECONDS.toNanos(lockMs)) {
+                        expired.add(id);
+                    }
+                }
+            }
+            if (!expired.isEmpty()) {
+                throw KafkaTransactionSession.of(s).abortOnly("the acquisition locks of records " + expired + " ("
+                        + lockMs + " ms) expired before the transaction committed: another consumer may be "
+                        + "processing them, so this output must not commit. Renew the locks with heartbeat() in long "
+                        + "transactions, or raise share.record.lock.duration.ms");
+            }
+        }
+
+        private static Map<ShareRecordId, AcknowledgeType> decided(Map<ShareRecordId, AcknowledgeType> acks) {
+            Map<ShareRecordId, AcknowledgeType> decided = new HashMap<>();
+            acks.forEach((id, type) -> {
+                if (type == AcknowledgeType.ACCEPT || type == AcknowledgeType.REJECT) {
+                    decided.put(id, type);
+                }
+            });
+            return decided;
         }
 
         /** The transaction committed: send its acknowledgements now (the window the class description names). */
         @Override
         public void afterCommit(TransactionSession s) {
             synchronized (TransactionalShareConsumer.this.track) {
+                Map<ShareRecordId, AcknowledgeType> entry = TransactionalShareConsumer.this.writing;
+                if (entry != null) {
+                    // committed: until the broker confirms the acknowledgements, the entry is what is unconfirmed
+                    TransactionalShareConsumer.this.unconfirmed.clear();
+                    TransactionalShareConsumer.this.unconfirmed.putAll(entry);
+                    TransactionalShareConsumer.this.writing = null;
+                }
                 if (TransactionalShareConsumer.this.buffered.isEmpty()) {
                     return;
                 }
@@ -608,9 +822,11 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             try {
                 synchronized (TransactionalShareConsumer.this.track) {
                     int count = TransactionalShareConsumer.this.buffered.size();
+                    Set<ShareRecordId> sent = new HashSet<>(TransactionalShareConsumer.this.buffered.keySet());
                     TransactionalShareConsumer.this.outgoing.putAll(TransactionalShareConsumer.this.buffered);
                     TransactionalShareConsumer.this.buffered.clear();
                     Set<TopicIdPartition> failed = flushOutgoing(true);
+                    confirmed(sent, failed);
                     if (!failed.isEmpty()) {
                         log.error("Transaction of session '{}' committed, but acknowledging its records on {} failed: "
                                 + "they will be delivered again after their lock expires (duplicates of committed "
@@ -637,6 +853,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         @Override
         public void afterAbort(TransactionSession s) {
             synchronized (TransactionalShareConsumer.this.track) {
+                TransactionalShareConsumer.this.writing = null; // the entry aborted with the transaction
                 TransactionalShareConsumer.this.buffered.clear();
                 if (TransactionalShareConsumer.this.held.isEmpty()) {
                     return;
@@ -646,7 +863,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             try {
                 synchronized (TransactionalShareConsumer.this.track) {
                     TransactionalShareConsumer.this.stash.clear(); // released with the rest, delivered again
-                    for (RecordId id : TransactionalShareConsumer.this.held.keySet()) {
+                    for (ShareRecordId id : TransactionalShareConsumer.this.held.keySet()) {
                         TransactionalShareConsumer.this.outgoing.putIfAbsent(id, AcknowledgeType.RELEASE);
                     }
                     flushOutgoing(true);
@@ -664,6 +881,24 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     }
 
     // ---------------------------------------------------------------- plain delegation
+
+    /**
+     * (ledger) The acknowledgements of {@code sent} went out; those the broker confirmed (not waiting for a renewed
+     * record, partition not failed) need no entry any more. Caller holds {@link #track}.
+     */
+    private void confirmed(Set<ShareRecordId> sent, Set<TopicIdPartition> failed) {
+        if (this.unconfirmed.isEmpty()) {
+            return;
+        }
+        Set<TopicPartition> failedPartitions = new HashSet<>();
+        failed.forEach(tip -> failedPartitions.add(new TopicPartition(tip.topic(), tip.partition())));
+        for (ShareRecordId id : sent) {
+            if (!this.outgoing.containsKey(id)
+                    && !failedPartitions.contains(new TopicPartition(id.topic(), id.partition()))) {
+                this.unconfirmed.remove(id);
+            }
+        }
+    }
 
     private void lockedRun(Runnable call) {
         this.access.lock();
@@ -835,18 +1070,5 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     public String toString() {
         KafkaTransactionSession s = this.session;
         return "TransactionalShareConsumer[" + this.groupId + (s == null ? ", unbound" : ", bound to " + s) + "]";
-    }
-
-    /** A record's coordinates. */
-    private record RecordId(String topic, int partition, long offset) {
-
-        static RecordId of(ConsumerRecord<?, ?> record) {
-            return new RecordId(record.topic(), record.partition(), record.offset());
-        }
-
-        @Override
-        public String toString() {
-            return this.topic + "-" + this.partition + "@" + this.offset;
-        }
     }
 }

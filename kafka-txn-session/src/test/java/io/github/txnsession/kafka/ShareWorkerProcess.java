@@ -22,7 +22,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * commit it dies with {@code Runtime.halt} after the Kafka commit and before the acknowledgements are sent: the
  * window a {@link TransactionalShareConsumer} documents. Prints "ready" and "halting after commit of N records: ids".
  *
- * <p>Arguments: bootstrap input output group transactionalId haltOnCommit
+ * <p>Arguments: bootstrap input output group transactionalId haltOnCommit [ledgerTopic]; with a ledger topic the
+ * consumer uses a {@link ShareOutcomeLedger} on it.
  */
 public final class ShareWorkerProcess {
 
@@ -36,6 +37,7 @@ public final class ShareWorkerProcess {
         String group = args[3];
         String transactionalId = args[4];
         int haltOnCommit = Integer.parseInt(args[5]);
+        String ledgerTopic = args.length > 6 ? args[6] : null;
 
         Map<String, Object> sessionConfigs = new HashMap<>();
         sessionConfigs.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -50,7 +52,12 @@ public final class ShareWorkerProcess {
         AtomicInteger commits = new AtomicInteger();
         try (TransactionSession session = TransactionSession.open(sessionConfigs);
                 TransactionalShareConsumer<String, String> consumer = new TransactionalShareConsumer<>(consumerConfigs,
-                        new StringDeserializer(), new StringDeserializer())) {
+                        new StringDeserializer(), new StringDeserializer());
+                ShareOutcomeLedger ledger = ledgerTopic == null ? null
+                        : new ShareOutcomeLedger(sessionConfigs, ledgerTopic, Duration.ofSeconds(60))) {
+            if (ledger != null) {
+                consumer.useOutcomeLedger(ledger);
+            }
             session.initialize();
             // registered before the consumer binds, so it runs after the Kafka commit and before the acknowledgements
             KafkaTransactionSession.of(session).addParticipant(new SessionParticipant() {

@@ -1,0 +1,485 @@
+package io.github.txnsession.kafka;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.config.TopicConfig;
+import org.apache.kafka.common.errors.InterruptException;
+import org.apache.kafka.common.errors.TimeoutException;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Closes the window between a share-group transaction's commit and its acknowledgements (see
+ * {@link TransactionalShareConsumer}): a record whose output committed is never turned into output again, even when
+ * its worker died before acknowledging it.
+ *
+ * <h2>How</h2>
+ * The ledger is a compacted Kafka topic with one entry per share group and transactional id. Every transaction of a
+ * bound share consumer that acknowledges records (ACCEPT or REJECT) also writes, in the same transaction, its
+ * session's entry: the coordinates and outcome of every record whose outcome committed and whose acknowledgement is
+ * not yet confirmed by the broker. So the entry becomes visible exactly when the output does. When the group delivers
+ * a record again ({@code deliveryCount() > 1}), the consumer looks it up first:
+ * <ol>
+ * <li>it reads every ledger partition's high watermark, and waits until the last stable offset reaches it, so a
+ * transaction that was open when the record came back (a worker's commit in flight) has ended;</li>
+ * <li>it reads the ledger up to there ({@code read_committed});</li>
+ * <li>a record found there is acknowledged with its recorded outcome and not handed to the application; any other
+ * record is.</li>
+ * </ol>
+ * Entries stay small: a new entry leaves out records whose acknowledgement was confirmed and records below the share
+ * partition's start offset (every record there is acknowledged or archived, so it can never be delivered again),
+ * and compaction keeps one entry per transactional id. A session that starts again under the same transactional id
+ * carries its previous entry forward until those records are settled.
+ *
+ * <h2>Guaranteed</h2>
+ * <ul>
+ * <li>An entry names only records whose output committed (it is written in their transaction), so a lookup never
+ * skips a record whose output does not exist.</li>
+ * <li>A worker killed at any point of a transaction: its records delivered again produce no second output.</li>
+ * </ul>
+ *
+ * <h2>Not guaranteed</h2>
+ * <ul>
+ * <li>A worker that stalls (a pause, a long GC) for longer than the group's acquisition lock between receiving a
+ * record and its commit, while another consumer receives the record, looks it up before the stalled worker wrote
+ * its entry, and processes it: both outputs commit. Keep transactions well inside
+ * {@code share.record.lock.duration.ms}, or renew the locks ({@link TransactionalShareConsumer#heartbeat()}).</li>
+ * <li>A commit whose outcome the session could not learn (outcome UNKNOWN) leaves its records out of the next entry:
+ * if it did commit, a redelivery of its records may be produced again (the pre-ledger bound: at most once more).</li>
+ * <li>A lookup waits for open ledger transactions up to its timeout (by default 2 minutes, longer than Kafka's
+ * default {@code transaction.timeout.ms}); if they do not end by then, the records are released and come back later
+ * (their delivery count grows).</li>
+ * </ul>
+ * Thread-safe; one ledger can serve many share consumers of any groups. It holds an {@link Admin} and a
+ * {@link KafkaConsumer}: close it after the consumers that use it.
+ */
+public final class ShareOutcomeLedger implements AutoCloseable {
+
+    /** The ledger topic's name when none is given. */
+    public static final String DEFAULT_TOPIC = "txn-session-share-ledger";
+
+    private static final Logger log = LoggerFactory.getLogger(ShareOutcomeLedger.class);
+    private static final Duration DEFAULT_LOOKUP_TIMEOUT = Duration.ofMinutes(2);
+    private static final long START_OFFSETS_MAX_AGE_NANOS = TimeUnit.SECONDS.toNanos(5);
+    private static final char REJECTED = 'r';
+
+    private final String topic;
+    private final Duration lookupTimeout;
+    private final Admin admin;
+    private final KafkaConsumer<byte[], byte[]> reader;
+    /** group id, then writer (transactional id), then the outcomes its last committed entry names; under itself */
+    private final Map<String, Map<String, Map<ShareRecordId, AcknowledgeType>>> entries = new HashMap<>();
+    private final Map<String, StartOffsets> startOffsets = new ConcurrentHashMap<>();
+
+    /**
+     * A ledger on {@link #DEFAULT_TOPIC}, created (compacted, one partition) if it does not exist.
+     *
+     * @param clientConfigs client configs: {@code bootstrap.servers} and the security settings; other keys are
+     *        ignored
+     * @see #ShareOutcomeLedger(Map, String, Duration)
+     */
+    public ShareOutcomeLedger(Map<String, ?> clientConfigs) {
+        this(clientConfigs, DEFAULT_TOPIC, DEFAULT_LOOKUP_TIMEOUT);
+    }
+
+    /**
+     * A ledger on {@code topic}, created (compacted, one partition, the brokers' default replication) if it does not
+     * exist.
+     *
+     * @param clientConfigs client configs: {@code bootstrap.servers} and the security settings; other keys are
+     *        ignored
+     * @param topic the ledger topic; an existing one must be compacted ({@code cleanup.policy} containing
+     *        {@code compact})
+     * @param lookupTimeout how long a lookup waits for the ledger (open transactions on it included)
+     * @throws IllegalArgumentException for a blank topic, a non-positive timeout, or an existing topic that is not
+     *         compacted
+     * @throws InvalidSessionConfigException without {@code bootstrap.servers}
+     */
+    public ShareOutcomeLedger(Map<String, ?> clientConfigs, String topic, Duration lookupTimeout) {
+        Objects.requireNonNull(clientConfigs, "clientConfigs");
+        Objects.requireNonNull(topic, "topic");
+        Objects.requireNonNull(lookupTimeout, "lookupTimeout");
+        if (topic.isBlank()) {
+            throw new IllegalArgumentException("The share outcome ledger needs a topic name; got a blank one");
+        }
+        if (lookupTimeout.isNegative() || lookupTimeout.isZero()) {
+            throw new IllegalArgumentException("The share outcome ledger's lookup timeout must be positive; got "
+                    + lookupTimeout);
+        }
+        if (clientConfigs.get(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG) == null) {
+            throw new InvalidSessionConfigException(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, null,
+                    "the share outcome ledger needs the cluster's bootstrap.servers");
+        }
+        this.topic = topic;
+        this.lookupTimeout = lookupTimeout;
+        this.admin = Admin.create(only(clientConfigs, AdminClientConfig.configNames()));
+        try {
+            int partitions = ensureTopic();
+            Map<String, Object> readerConfigs = only(clientConfigs, ConsumerConfig.configNames());
+            readerConfigs.remove(ConsumerConfig.GROUP_ID_CONFIG);
+            readerConfigs.remove(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG);
+            readerConfigs.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+            readerConfigs.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+            readerConfigs.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+            readerConfigs.putIfAbsent(ConsumerConfig.CLIENT_ID_CONFIG, "txn-session-share-ledger-" + topic);
+            this.reader = new KafkaConsumer<>(readerConfigs, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+            List<TopicPartition> assigned = new ArrayList<>();
+            for (int p = 0; p < partitions; p++) {
+                assigned.add(new TopicPartition(topic, p));
+            }
+            this.reader.assign(assigned);
+            this.reader.seekToBeginning(assigned);
+        }
+        catch (RuntimeException ex) {
+            this.admin.close(Duration.ZERO);
+            throw ex;
+        }
+    }
+
+    private static Map<String, Object> only(Map<String, ?> configs, Set<String> names) {
+        Map<String, Object> copy = new HashMap<>();
+        configs.forEach((k, v) -> {
+            if (names.contains(k) && v != null) {
+                copy.put(k, v);
+            }
+        });
+        return copy;
+    }
+
+    /** @return the number of the ledger topic's partitions, after creating it if needed */
+    private int ensureTopic() {
+        try {
+            TopicDescription existing = this.admin.describeTopics(List.of(this.topic)).allTopicNames()
+                .get(this.lookupTimeout.toMillis(), TimeUnit.MILLISECONDS).get(this.topic);
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, this.topic);
+            Config config = this.admin.describeConfigs(List.of(resource)).all()
+                .get(this.lookupTimeout.toMillis(), TimeUnit.MILLISECONDS).get(resource);
+            ConfigEntry policy = config == null ? null : config.get(TopicConfig.CLEANUP_POLICY_CONFIG);
+            if (policy == null || policy.value() == null || !policy.value().contains(TopicConfig.CLEANUP_POLICY_COMPACT)) {
+                throw new IllegalArgumentException("The share outcome ledger topic '" + this.topic + "' exists with "
+                        + "cleanup.policy=" + (policy == null ? "?" : policy.value()) + ": the ledger keeps one entry "
+                        + "per transactional id and needs a compacted topic. Set cleanup.policy=compact on it, or "
+                        + "name another topic.");
+            }
+            return existing.partitions().size();
+        }
+        catch (ExecutionException ex) {
+            if (!(ex.getCause() instanceof UnknownTopicOrPartitionException)) {
+                throw new KafkaException("Share outcome ledger: describing topic '" + this.topic + "' failed: "
+                        + ex.getCause(), ex.getCause());
+            }
+        }
+        catch (java.util.concurrent.TimeoutException ex) {
+            throw new TimeoutException("share outcome ledger: the cluster did not describe topic '" + this.topic
+                    + "' within " + this.lookupTimeout, ex);
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new InterruptException(ex);
+        }
+        NewTopic created = new NewTopic(this.topic, Optional.of(1), Optional.empty())
+            .configs(Map.of(TopicConfig.CLEANUP_POLICY_CONFIG, TopicConfig.CLEANUP_POLICY_COMPACT));
+        try {
+            this.admin.createTopics(List.of(created)).all().get(this.lookupTimeout.toMillis(), TimeUnit.MILLISECONDS);
+            log.info("Created the share outcome ledger topic '{}' (compacted, 1 partition)", this.topic);
+        }
+        catch (ExecutionException ex) {
+            if (!(ex.getCause() instanceof TopicExistsException)) {
+                throw new KafkaException("Share outcome ledger: creating topic '" + this.topic + "' failed: "
+                        + ex.getCause() + ". Create it (compacted) yourself, or grant Create on it.", ex.getCause());
+            }
+        }
+        catch (java.util.concurrent.TimeoutException ex) {
+            throw new TimeoutException("share outcome ledger: creating topic '" + this.topic + "' did not finish "
+                    + "within " + this.lookupTimeout, ex);
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new InterruptException(ex);
+        }
+        return 1;
+    }
+
+    /** @return the ledger topic */
+    public String topic() {
+        return this.topic;
+    }
+
+    // ---------------------------------------------------------------- used by TransactionalShareConsumer
+
+    /**
+     * @return the record that sets the entry of {@code writer} in {@code groupId} to {@code outcomes} (a tombstone when
+     *         it is empty); sent in the transaction whose outcomes it names
+     */
+    ProducerRecord<byte[], byte[]> entryRecord(String groupId, String writer,
+            Map<ShareRecordId, AcknowledgeType> outcomes) {
+        byte[] value = outcomes.isEmpty() ? null : encode(outcomes).getBytes(StandardCharsets.UTF_8);
+        return new ProducerRecord<>(this.topic, key(groupId, writer).getBytes(StandardCharsets.UTF_8), value);
+    }
+
+    /**
+     * Which of {@code ids} (records of {@code groupId} delivered again) have a committed outcome, after waiting for
+     * the ledger's open transactions.
+     *
+     * @throws TimeoutException if the ledger could not be read up to date within the lookup timeout
+     */
+    Map<ShareRecordId, AcknowledgeType> lookup(String groupId, Collection<ShareRecordId> ids) {
+        synchronized (this.entries) {
+            catchUp();
+            Map<ShareRecordId, AcknowledgeType> found = new LinkedHashMap<>();
+            Map<String, Map<ShareRecordId, AcknowledgeType>> writers = this.entries.getOrDefault(groupId, Map.of());
+            for (ShareRecordId id : ids) {
+                for (Map<ShareRecordId, AcknowledgeType> outcomes : writers.values()) {
+                    AcknowledgeType type = outcomes.get(id);
+                    if (type != null) {
+                        found.put(id, type);
+                        break;
+                    }
+                }
+            }
+            return found;
+        }
+    }
+
+    /**
+     * The committed entry of {@code writer} in {@code groupId}: what an earlier session of that transactional id left
+     * unconfirmed.
+     */
+    Map<ShareRecordId, AcknowledgeType> entryOf(String groupId, String writer) {
+        synchronized (this.entries) {
+            catchUp();
+            return new HashMap<>(this.entries.getOrDefault(groupId, Map.of()).getOrDefault(writer, Map.of()));
+        }
+    }
+
+    /**
+     * Drops the outcomes of records below their share partition's start offset (acknowledged or archived: never
+     * delivered again). Keeps everything if the start offsets cannot be read.
+     */
+    void prune(String groupId, Map<ShareRecordId, AcknowledgeType> outcomes) {
+        if (outcomes.isEmpty()) {
+            return;
+        }
+        Map<TopicPartition, Long> starts = startOffsets(groupId);
+        outcomes.keySet().removeIf(id -> {
+            Long start = starts.get(new TopicPartition(id.topic(), id.partition()));
+            return start != null && id.offset() < start;
+        });
+    }
+
+    private Map<TopicPartition, Long> startOffsets(String groupId) {
+        StartOffsets cached = this.startOffsets.get(groupId);
+        if (cached != null && System.nanoTime() - cached.readAtNanos < START_OFFSETS_MAX_AGE_NANOS) {
+            return cached.offsets;
+        }
+        try {
+            Map<TopicPartition, SharePartitionOffsetInfo> info = this.admin
+                .listShareGroupOffsets(Map.of(groupId, new ListShareGroupOffsetsSpec()))
+                .partitionsToOffsetInfo(groupId).get(5, TimeUnit.SECONDS);
+            Map<TopicPartition, Long> offsets = new HashMap<>();
+            info.forEach((tp, i) -> {
+                if (i != null && i.startOffset() >= 0) {
+                    offsets.put(tp, i.startOffset());
+                }
+            });
+            this.startOffsets.put(groupId, new StartOffsets(offsets, System.nanoTime()));
+            return offsets;
+        }
+        catch (ExecutionException | java.util.concurrent.TimeoutException ex) {
+            log.debug("Share outcome ledger: could not read the start offsets of group '{}': {}", groupId,
+                    ex.toString());
+            return cached == null ? Map.of() : cached.offsets;
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new InterruptException(ex);
+        }
+    }
+
+    /** Reads the ledger up to every partition's high watermark, once no transaction below it is open. */
+    private void catchUp() {
+        long deadline = System.nanoTime() + this.lookupTimeout.toNanos();
+        Set<TopicPartition> partitions = this.reader.assignment();
+        Map<TopicPartition, Long> highWatermarks = endOffsets(partitions, IsolationLevel.READ_UNCOMMITTED, deadline);
+        while (true) {
+            Map<TopicPartition, Long> stable = endOffsets(partitions, IsolationLevel.READ_COMMITTED, deadline);
+            if (highWatermarks.entrySet().stream().allMatch(e -> stable.getOrDefault(e.getKey(), -1L) >= e.getValue())) {
+                break;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new TimeoutException("Share outcome ledger '" + this.topic + "': a transaction on it stayed open "
+                        + "for " + this.lookupTimeout + " (last stable offsets " + stable + ", high watermarks "
+                        + highWatermarks + "); whether redelivered records were committed cannot be told yet");
+            }
+            try {
+                Thread.sleep(10); // the coordinator writes markers within milliseconds; no notification exists
+            }
+            catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+                throw new InterruptException(ex);
+            }
+        }
+        while (highWatermarks.entrySet().stream().anyMatch(e -> this.reader.position(e.getKey()) < e.getValue())) {
+            if (System.nanoTime() > deadline) {
+                throw new TimeoutException("Share outcome ledger '" + this.topic + "': reading it up to "
+                        + highWatermarks + " took longer than " + this.lookupTimeout);
+            }
+            for (ConsumerRecord<byte[], byte[]> r : this.reader.poll(Duration.ofMillis(100))) {
+                apply(r);
+            }
+        }
+    }
+
+    private Map<TopicPartition, Long> endOffsets(Set<TopicPartition> partitions, IsolationLevel isolation,
+            long deadline) {
+        Map<TopicPartition, OffsetSpec> latest = partitions.stream()
+            .collect(Collectors.toMap(tp -> tp, tp -> OffsetSpec.latest()));
+        long left = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
+        try {
+            Map<TopicPartition, Long> offsets = new HashMap<>();
+            this.admin.listOffsets(latest, new ListOffsetsOptions(isolation)).all().get(left, TimeUnit.MILLISECONDS)
+                .forEach((tp, info) -> offsets.put(tp, info.offset()));
+            return offsets;
+        }
+        catch (ExecutionException ex) {
+            throw new TimeoutException("Share outcome ledger '" + this.topic + "': reading its end offsets failed: "
+                    + ex.getCause(), ex.getCause());
+        }
+        catch (java.util.concurrent.TimeoutException ex) {
+            throw new TimeoutException("Share outcome ledger '" + this.topic + "': its end offsets could not be read "
+                    + "within " + this.lookupTimeout, ex);
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new InterruptException(ex);
+        }
+    }
+
+    private void apply(ConsumerRecord<byte[], byte[]> r) {
+        if (r.key() == null) {
+            return;
+        }
+        String key = new String(r.key(), StandardCharsets.UTF_8);
+        int colon = key.indexOf(':');
+        int length;
+        try {
+            length = Integer.parseInt(key.substring(0, colon));
+        }
+        catch (RuntimeException ex) {
+            log.warn("Share outcome ledger '{}': ignoring an entry with a foreign key '{}' at {}-{}@{}", this.topic,
+                    key, r.topic(), r.partition(), r.offset());
+            return;
+        }
+        String group = key.substring(colon + 1, colon + 1 + length);
+        String writer = key.substring(colon + 1 + length);
+        if (r.value() == null) {
+            Map<String, Map<ShareRecordId, AcknowledgeType>> writers = this.entries.get(group);
+            if (writers != null) {
+                writers.remove(writer);
+            }
+            return;
+        }
+        this.entries.computeIfAbsent(group, g -> new HashMap<>())
+            .put(writer, decode(new String(r.value(), StandardCharsets.UTF_8)));
+    }
+
+    static String key(String groupId, String writer) {
+        return groupId.length() + ":" + groupId + writer;
+    }
+
+    /** One line per partition: {@code topic TAB partition TAB offsets}, a rejected record's offset prefixed 'r'. */
+    static String encode(Map<ShareRecordId, AcknowledgeType> outcomes) {
+        Map<String, Map<Long, AcknowledgeType>> byPartition = new TreeMap<>();
+        outcomes.forEach((id, type) -> byPartition.computeIfAbsent(id.topic() + '\t' + id.partition(),
+                k -> new TreeMap<>()).put(id.offset(), type));
+        StringBuilder text = new StringBuilder();
+        byPartition.forEach((partition, offsets) -> {
+            text.append(partition).append('\t');
+            boolean first = true;
+            for (Map.Entry<Long, AcknowledgeType> e : offsets.entrySet()) {
+                if (!first) {
+                    text.append(',');
+                }
+                first = false;
+                if (e.getValue() == AcknowledgeType.REJECT) {
+                    text.append(REJECTED);
+                }
+                text.append(e.getKey());
+            }
+            text.append('\n');
+        });
+        return text.toString();
+    }
+
+    static Map<ShareRecordId, AcknowledgeType> decode(String text) {
+        Map<ShareRecordId, AcknowledgeType> outcomes = new HashMap<>();
+        for (String line : text.split("\n")) {
+            if (line.isEmpty()) {
+                continue;
+            }
+            String[] parts = line.split("\t");
+            String topic = parts[0];
+            int partition = Integer.parseInt(parts[1]);
+            for (String offset : parts[2].split(",")) {
+                boolean rejected = offset.charAt(0) == REJECTED;
+                outcomes.put(new ShareRecordId(topic, partition, Long.parseLong(rejected ? offset.substring(1) : offset)),
+                        rejected ? AcknowledgeType.REJECT : AcknowledgeType.ACCEPT);
+            }
+        }
+        return outcomes;
+    }
+
+    /** Closes the reader and the admin client. */
+    @Override
+    public void close() {
+        synchronized (this.entries) {
+            this.reader.close(Duration.ofSeconds(5));
+        }
+        this.admin.close(Duration.ofSeconds(5));
+    }
+
+    @Override
+    public String toString() {
+        return "ShareOutcomeLedger[" + this.topic + "]";
+    }
+
+    private record StartOffsets(Map<TopicPartition, Long> offsets, long readAtNanos) {
+    }
+}
