@@ -69,8 +69,10 @@ import org.slf4j.LoggerFactory;
  * after the Kafka commit succeeds. If the process dies, or the acknowledgement fails, in between, the records stay
  * acquired until their lock expires and are then delivered again although their output is committed: <b>at most one
  * duplicate per record of that transaction</b>. Never a loss: an output that was not committed is never acknowledged.
- * Consumers of the output that must not see the duplicate can drop it by the input's coordinates (topic, partition,
- * offset), for example carried in a header.
+ * {@link #useOutcomeLedger(ShareOutcomeLedger)} closes this window: the outcome is recorded in the transaction, and a
+ * redelivered record whose outcome committed is acknowledged instead of returned (see {@link ShareOutcomeLedger} for
+ * what it covers). Without a ledger, consumers of the output that must not see the duplicate can drop it by the
+ * input's coordinates (topic, partition, offset), for example carried in a header.
  *
  * <p>Like {@code KafkaShareConsumer}, this is for one application thread; the session's commit or abort may run on
  * another thread and then waits for a call in progress on this consumer.

@@ -360,6 +360,25 @@ class BadInputTest {
             m.remove(ConsumerConfig.GROUP_ID_CONFIG);
             new TransactionalShareConsumer<>(m, new StringDeserializer(), new StringDeserializer()).close();
         }));
+        // ---------------------------------------------------------------- share outcome ledger
+        cases.add(c("ledger with a blank topic", IllegalArgumentException.class, "topic", () -> new ShareOutcomeLedger(
+                kafka.cluster().clientConfigs(), " ", Duration.ofSeconds(5)).close()));
+        cases.add(c("ledger with a zero lookup timeout", IllegalArgumentException.class, "timeout|positive",
+                () -> new ShareOutcomeLedger(kafka.cluster().clientConfigs(), "bi-ledger", Duration.ZERO).close()));
+        cases.add(c("ledger without bootstrap.servers", InvalidSessionConfigException.class, "bootstrap.servers",
+                () -> new ShareOutcomeLedger(Map.of("client.id", "x")).close()));
+        cases.add(c("ledger on a topic that is not compacted", IllegalArgumentException.class,
+                "cleanup.policy=delete|compact", () -> {
+                    String topic = EmbeddedKafkaCluster.uniqueName("bi-ledger-delete");
+                    kafka.cluster().createTopic(topic, 1);
+                    new ShareOutcomeLedger(kafka.cluster().clientConfigs(), topic, Duration.ofSeconds(10)).close();
+                }));
+        cases.add(c("useOutcomeLedger(null)", NullPointerException.class, "ledger", () -> {
+            try (var consumer = new TransactionalShareConsumer<>(shareConsumerConfigs(kafka.cluster(), "bi-share"),
+                    new StringDeserializer(), new StringDeserializer())) {
+                consumer.useOutcomeLedger(null);
+            }
+        }));
         cases.add(c("new TransactionalConsumer(null)", NullPointerException.class, "delegate",
                 () -> new TransactionalConsumer<String, String>(null)));
         cases.add(c("bindTransactionSession(null)", NullPointerException.class, "session", () -> {

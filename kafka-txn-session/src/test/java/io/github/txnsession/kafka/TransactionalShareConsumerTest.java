@@ -339,6 +339,66 @@ class TransactionalShareConsumerTest {
                 runs, crashedRecords);
     }
 
+    /**
+     * A worker that stalls past its records' acquisition lock before committing: the group hands the records to
+     * another worker, which produces them; the stalled worker's commit is refused (its output never becomes visible)
+     * and every input has exactly one output.
+     */
+    @Test
+    void withTheOutcomeLedgerAWorkerStalledPastItsLockCannotCommitADuplicate() throws Exception {
+        String input = EmbeddedKafkaCluster.uniqueName("stall-share-in");
+        String output = EmbeddedKafkaCluster.uniqueName("stall-share-out");
+        kafka.cluster().createTopics(1, input, output);
+        List<String> inputs = produceInputs(input, 1, 5);
+        String group = shareGroup("stall-share-group", "2000");
+        String ledgerTopic = EmbeddedKafkaCluster.uniqueName("stall-ledger");
+        try (ShareOutcomeLedger ledger = new ShareOutcomeLedger(kafka.cluster().clientConfigs(), ledgerTopic,
+                Duration.ofSeconds(30));
+                TransactionSession stalled = session("stall-share-a");
+                TransactionalShareConsumer<String, String> a = shareConsumer(group, 10);
+                TransactionSession other = session("stall-share-b");
+                TransactionalShareConsumer<String, String> b = shareConsumer(group, 10)) {
+            a.useOutcomeLedger(ledger);
+            b.useOutcomeLedger(ledger);
+            a.subscribe(List.of(input));
+            a.bindTransactionSession(stalled);
+            SessionProducer<String, String> outA = new SessionProducer<>(stalled, new StringSerializer(),
+                    new StringSerializer());
+            ConsumerRecords<String, String> held = pollNonEmpty(a);
+            stalled.beginTransaction();
+            for (ConsumerRecord<String, String> r : held) {
+                outA.send(new ProducerRecord<>(output, r.value(), "from-stalled"));
+                a.acknowledge(r, AcknowledgeType.ACCEPT);
+            }
+            // a stalls (no heartbeat) while b takes the records over once their lock expired
+            b.subscribe(List.of(input));
+            b.bindTransactionSession(other);
+            SessionProducer<String, String> outB = new SessionProducer<>(other, new StringSerializer(),
+                    new StringSerializer());
+            Set<String> taken = new HashSet<>();
+            await().atMost(Duration.ofSeconds(60)).until(() -> {
+                ConsumerRecords<String, String> records = b.poll(Duration.ofMillis(200));
+                if (!records.isEmpty()) {
+                    other.beginTransaction();
+                    for (ConsumerRecord<String, String> r : records) {
+                        outB.send(new ProducerRecord<>(output, r.value(), "from-other"));
+                        b.acknowledge(r, AcknowledgeType.ACCEPT);
+                        taken.add(r.value());
+                    }
+                    other.commitTransaction();
+                }
+                return taken.size() == held.count();
+            });
+            assertThatThrownBy(stalled::commitTransaction).isInstanceOf(SessionAbortableException.class)
+                .hasMessageContaining("acquisition locks").hasMessageContaining("expired");
+            stalled.abortTransaction();
+        }
+        Map<String, Integer> counts = outputCounts(output);
+        assertThat(counts.keySet()).containsExactlyInAnyOrderElementsOf(inputs);
+        assertThat(counts.values()).as("each input produced exactly one committed output").containsOnly(1);
+        assertThat(readCommitted(kafka.cluster(), output)).extracting(ConsumerRecord::value).containsOnly("from-other");
+    }
+
     /** What one crash run left: the output counts per input, the crashed transaction, what the survivor processed. */
     private record CrashRun(Map<String, Integer> counts, List<String> crashed, Set<String> survivorProcessed) {
     }

@@ -8,9 +8,11 @@ import java.util.Map;
 import io.github.txnsession.kafka.CompletionOutcome;
 import io.github.txnsession.kafka.PreparedTransaction;
 import io.github.txnsession.kafka.SessionProducer;
+import io.github.txnsession.kafka.ShareOutcomeLedger;
 import io.github.txnsession.kafka.TransactionCommitter;
 import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.TransactionalConsumer;
+import io.github.txnsession.kafka.TransactionalShareConsumer;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -21,10 +23,12 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.LongSerializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
+import org.assertj.core.api.InstanceOfAssertFactories;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * The Java snippets of README.md and docs/ (regions between {@code tag::} and {@code end::} comments), compiled and
@@ -170,5 +174,29 @@ class CoreSnippetsTest {
             // end::consume-process-produce[]
         }
         assertThat(kafka.cluster().readCommitted(output)).map(ConsumerRecord::value).contains("V0", "V9").hasSize(10);
+    }
+
+    @Test
+    void shareLedgerExample() {
+        assumeTrue(kafka.cluster().supportsShareGroups(), "the brokers run no share groups");
+        Map<String, Object> clientConfigs = kafka.cluster().clientConfigs();
+        Map<String, Object> consumerConfigs = new HashMap<>(clientConfigs);
+        consumerConfigs.put(ConsumerConfig.GROUP_ID_CONFIG, EmbeddedKafkaCluster.uniqueName("ledger-group"));
+        try (TransactionSession session = TransactionSession.open(configs(EmbeddedKafkaCluster.uniqueName("worker")));
+                var consumer = new TransactionalShareConsumer<>(consumerConfigs, new StringDeserializer(),
+                        new StringDeserializer())) {
+            session.initialize();
+            // tag::share-ledger[]
+            ShareOutcomeLedger ledger = new ShareOutcomeLedger(clientConfigs); // a compacted topic, created if absent
+            consumer.useOutcomeLedger(ledger);
+            consumer.bindTransactionSession(session);
+            // end::share-ledger[]
+            assertThat(consumer.outcomeLedger()).isSameAs(ledger);
+            assertThat(ledger.topic()).isEqualTo(ShareOutcomeLedger.DEFAULT_TOPIC);
+            consumer.close();
+            ledger.close();
+        }
+        assertThat(kafka.cluster().admin().listTopics().names()).succeedsWithin(Duration.ofSeconds(10))
+            .asInstanceOf(InstanceOfAssertFactories.collection(String.class)).contains(ShareOutcomeLedger.DEFAULT_TOPIC);
     }
 }
