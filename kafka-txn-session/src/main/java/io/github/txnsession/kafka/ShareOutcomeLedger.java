@@ -42,6 +42,7 @@ import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -63,10 +64,12 @@ import org.slf4j.LoggerFactory;
  * <li>a record found there is acknowledged with its recorded outcome and not handed to the application; any other
  * record is.</li>
  * </ol>
- * Entries stay small: a new entry leaves out records whose acknowledgement was confirmed and records below the share
- * partition's start offset (every record there is acknowledged or archived, so it can never be delivered again),
- * and compaction keeps one entry per transactional id. A session that starts again under the same transactional id
- * carries its previous entry forward until those records are settled.
+ * Entries stay small: a new entry leaves out records whose acknowledgement the writing consumer saw confirmed and
+ * records below the share partition's start offset (every record there is acknowledged or archived, so it can never
+ * be delivered again), and compaction keeps one entry per transactional id. A new entry always starts from the
+ * current one (read from the ledger once per session object, then kept in memory), so a session that starts again
+ * under the same transactional id, or several consumers taking turns with pooled sessions, never drop records an
+ * earlier writer left there.
  *
  * <h2>Guaranteed</h2>
  * <ul>
@@ -107,6 +110,8 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     /** group id, then writer (transactional id), then the outcomes its last committed entry names; under itself */
     private final Map<String, Map<String, Map<ShareRecordId, AcknowledgeType>>> entries = new HashMap<>();
     private final Map<String, StartOffsets> startOffsets = new ConcurrentHashMap<>();
+    /** per entry key: what this process wrote through one session object; under {@link #entries} */
+    private final Map<String, Written> written = new HashMap<>();
 
     /**
      * A ledger on {@link #DEFAULT_TOPIC}, created (compacted, one partition) if it does not exist.
@@ -245,10 +250,74 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     // ---------------------------------------------------------------- used by TransactionalShareConsumer
 
     /**
-     * @return the record that sets the entry of {@code writer} in {@code groupId} to {@code outcomes} (a tombstone when
-     *         it is empty); sent in the transaction whose outcomes it names
+     * The record to send in the open transaction of {@code session} (transactional id {@code writer}): the entry as it
+     * stands (what this process committed through the same session object, what another consumer wrote in the same
+     * open transaction, or else what the ledger holds), plus {@code additions}, minus {@code confirmed} and records
+     * below their share partition's start offset. Every consumer bound to the session merges into one entry, so none
+     * drops another's records. {@link #ended} must follow with the transaction's outcome.
      */
-    ProducerRecord<byte[], byte[]> entryRecord(String groupId, String writer,
+    ProducerRecord<byte[], byte[]> write(String groupId, String writer, Object session,
+            Map<ShareRecordId, AcknowledgeType> additions, Set<ShareRecordId> confirmed) {
+        String key = key(groupId, writer);
+        Map<ShareRecordId, AcknowledgeType> next;
+        synchronized (this.entries) {
+            Written w = current(key, groupId, writer, session);
+            next = new HashMap<>(w.pending != null ? w.pending : w.committed);
+            next.keySet().removeAll(confirmed);
+            next.putAll(additions);
+            prune(groupId, next);
+            this.written.put(key, new Written(session, w.committed, next));
+        }
+        return entryRecord(groupId, writer, next);
+    }
+
+    /**
+     * The open transaction of {@code session} ended: committed, its entry is what it wrote; aborted, the entry stays
+     * as it was; outcome unknown, the entry is read from the ledger again at the next write.
+     */
+    void ended(String groupId, String writer, Object session, @Nullable Boolean committed) {
+        String key = key(groupId, writer);
+        synchronized (this.entries) {
+            Written w = this.written.get(key);
+            if (w == null || w.session != session || w.pending == null) {
+                return;
+            }
+            if (committed == null) {
+                this.written.remove(key);
+            }
+            else {
+                this.written.put(key, new Written(session, committed ? w.pending : w.committed, null));
+            }
+        }
+    }
+
+    /**
+     * Reads the entry of {@code writer} once per session object (a new session of the id, here or in another process,
+     * may have changed it), so that the first transaction does not wait for the ledger.
+     */
+    void warm(String groupId, String writer, Object session) {
+        synchronized (this.entries) {
+            current(key(groupId, writer), groupId, writer, session);
+        }
+    }
+
+    private Written current(String key, String groupId, String writer, Object session) {
+        Written w = this.written.get(key);
+        if (w != null && w.session == session) {
+            return w;
+        }
+        catchUp();
+        Written read = new Written(session,
+                new HashMap<>(this.entries.getOrDefault(groupId, Map.of()).getOrDefault(writer, Map.of())), null);
+        this.written.put(key, read);
+        return read;
+    }
+
+    /**
+     * @return the record that sets the entry of {@code writer} in {@code groupId} to {@code outcomes} (a tombstone when
+     *         it is empty)
+     */
+    private ProducerRecord<byte[], byte[]> entryRecord(String groupId, String writer,
             Map<ShareRecordId, AcknowledgeType> outcomes) {
         byte[] value = outcomes.isEmpty() ? null : encode(outcomes).getBytes(StandardCharsets.UTF_8);
         return new ProducerRecord<>(this.topic, key(groupId, writer).getBytes(StandardCharsets.UTF_8), value);
@@ -279,21 +348,10 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     }
 
     /**
-     * The committed entry of {@code writer} in {@code groupId}: what an earlier session of that transactional id left
-     * unconfirmed.
-     */
-    Map<ShareRecordId, AcknowledgeType> entryOf(String groupId, String writer) {
-        synchronized (this.entries) {
-            catchUp();
-            return new HashMap<>(this.entries.getOrDefault(groupId, Map.of()).getOrDefault(writer, Map.of()));
-        }
-    }
-
-    /**
      * Drops the outcomes of records below their share partition's start offset (acknowledged or archived: never
      * delivered again). Keeps everything if the start offsets cannot be read.
      */
-    void prune(String groupId, Map<ShareRecordId, AcknowledgeType> outcomes) {
+    private void prune(String groupId, Map<ShareRecordId, AcknowledgeType> outcomes) {
         if (outcomes.isEmpty()) {
             return;
         }
@@ -481,5 +539,13 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     }
 
     private record StartOffsets(Map<TopicPartition, Long> offsets, long readAtNanos) {
+    }
+
+    /**
+     * An entry as this process knows it: written through {@code session}, committed content, and the content the
+     * session's open transaction writes (null when none is open).
+     */
+    private record Written(Object session, Map<ShareRecordId, AcknowledgeType> committed,
+            @Nullable Map<ShareRecordId, AcknowledgeType> pending) {
     }
 }

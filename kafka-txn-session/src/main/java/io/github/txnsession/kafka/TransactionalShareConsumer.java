@@ -23,6 +23,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.ShareConsumer;
+import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
@@ -109,12 +110,12 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private final List<ConsumerRecord<K, V>> stash = new ArrayList<>();
     /** the ledger that closes the commit-acknowledgement window, if one is used */
     private volatile @Nullable ShareOutcomeLedger ledger;
-    /** (ledger) outcomes that committed and whose acknowledgement the broker has not confirmed; under track */
-    private final Map<ShareRecordId, AcknowledgeType> unconfirmed = new HashMap<>();
-    /** (ledger) the entry the open transaction writes; under track */
-    private @Nullable Map<ShareRecordId, AcknowledgeType> writing;
-    /** (ledger) the transactional id whose earlier entry was carried forward */
-    private volatile @Nullable String ledgerWriter;
+    /** (ledger) records whose acknowledgement the broker confirmed: the next entry leaves them out; under track */
+    private final Set<ShareRecordId> confirmed = new HashSet<>();
+    /** (ledger) the ledger and session the open transaction writes an entry with, and what it leaves out */
+    private @Nullable ShareOutcomeLedger writingLedger;
+    private @Nullable KafkaTransactionSession writingSession;
+    private Set<ShareRecordId> writingRemovals = Set.of();
     /**
      * the earliest time (System.nanoTime) each held record can have been acquired: the start of the poll before the
      * one that returned it (the consumer may fetch a batch ahead), or its last renewal; under track
@@ -240,7 +241,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             bound.addParticipant(this.participant);
             bound.addShareAckHolder(this.participant);
         }
-        carryLedgerForward();
+        warmLedger();
         if (bound.transactionalShareAcksAvailable()) {
             log.warn("The cluster advertises transactional share acknowledgements (KIP-1289), but this library "
                     + "version cannot send them yet; acknowledgements are sent right after each commit");
@@ -313,27 +314,21 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                         + this.buffered.size() + " acknowledgement(s) of this share consumer. Commit or abort first.");
             }
             this.ledger = ledger;
-            this.ledgerWriter = null;
+            this.confirmed.clear();
         }
-        carryLedgerForward();
+        warmLedger();
     }
 
     /**
-     * (ledger) Takes over what an earlier session of the bound transactional id left unconfirmed in the ledger, so
-     * the next entry keeps naming those records until they are settled. Runs once per ledger and session, when both
-     * are known (also warming the ledger's reader before the first record arrives).
+     * (ledger) Reads the bound session's entry before the first record arrives, so that the first commit does not
+     * wait for the ledger.
      */
-    private void carryLedgerForward() {
+    private void warmLedger() {
         ShareOutcomeLedger l = this.ledger;
         KafkaTransactionSession s = this.session;
-        if (l == null || s == null || s.transactionalId().equals(this.ledgerWriter)) {
-            return;
+        if (l != null && s != null) {
+            l.warm(this.groupId, s.transactionalId(), s);
         }
-        Map<ShareRecordId, AcknowledgeType> earlier = l.entryOf(this.groupId, s.transactionalId());
-        synchronized (this.track) {
-            earlier.forEach(this.unconfirmed::putIfAbsent);
-        }
-        this.ledgerWriter = s.transactionalId();
     }
 
     /** @return the outcome ledger this consumer uses, if any */
@@ -738,34 +733,61 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             }
         }
 
-        /** With a ledger: the transaction also writes this session's entry (its outcomes, and those unconfirmed). */
+        /**
+         * With a ledger: the transaction also writes its session's entry, naming this transaction's outcomes next to
+         * what the entry already names.
+         */
         @Override
         public void beforeCommit(TransactionSession s) {
             ShareOutcomeLedger l = TransactionalShareConsumer.this.ledger;
             if (l == null) {
                 return;
             }
-            Object track = TransactionalShareConsumer.this.track;
-            synchronized (track) {
-                TransactionalShareConsumer.this.writing = null;
-                if (decided(TransactionalShareConsumer.this.buffered).isEmpty()) {
-                    return; // nothing of this transaction to record; the session's last entry stands
+            Map<ShareRecordId, AcknowledgeType> additions;
+            Set<ShareRecordId> removals;
+            synchronized (TransactionalShareConsumer.this.track) {
+                TransactionalShareConsumer.this.writingLedger = null;
+                TransactionalShareConsumer.this.writingSession = null;
+                additions = decided(TransactionalShareConsumer.this.buffered);
+                if (additions.isEmpty()) {
+                    return; // nothing of this transaction to record; the entry stands
                 }
+                removals = new HashSet<>(TransactionalShareConsumer.this.confirmed);
             }
-            String writer = s.transactionalId();
             refuseExpiredLocks(s);
-            carryLedgerForward();
-            Map<ShareRecordId, AcknowledgeType> entry;
-            synchronized (track) {
-                entry = new HashMap<>(TransactionalShareConsumer.this.unconfirmed);
-                entry.putAll(decided(TransactionalShareConsumer.this.buffered));
+            KafkaTransactionSession session = KafkaTransactionSession.of(s);
+            ProducerRecord<byte[], byte[]> entry = l.write(TransactionalShareConsumer.this.groupId,
+                    session.transactionalId(), session, additions, removals);
+            synchronized (TransactionalShareConsumer.this.track) {
+                TransactionalShareConsumer.this.writingLedger = l;
+                TransactionalShareConsumer.this.writingSession = session;
+                TransactionalShareConsumer.this.writingRemovals = removals;
             }
-            l.prune(TransactionalShareConsumer.this.groupId, entry);
-            KafkaTransactionSession.of(s).send(l.entryRecord(TransactionalShareConsumer.this.groupId, writer, entry),
-                    null);
-            synchronized (track) {
-                TransactionalShareConsumer.this.writing = entry;
+            session.send(entry, null);
+        }
+
+        /** (ledger) Tells the ledger how the transaction that wrote an entry ended (null: unknown). */
+        private void entryEnded(@Nullable Boolean committed) {
+            synchronized (TransactionalShareConsumer.this.track) {
+                ShareOutcomeLedger l = TransactionalShareConsumer.this.writingLedger;
+                KafkaTransactionSession session = TransactionalShareConsumer.this.writingSession;
+                if (l == null || session == null) {
+                    return;
+                }
+                l.ended(TransactionalShareConsumer.this.groupId, session.transactionalId(), session, committed);
+                if (Boolean.TRUE.equals(committed)) {
+                    TransactionalShareConsumer.this.confirmed.removeAll(TransactionalShareConsumer.this.writingRemovals);
+                }
+                TransactionalShareConsumer.this.writingLedger = null;
+                TransactionalShareConsumer.this.writingSession = null;
+                TransactionalShareConsumer.this.writingRemovals = Set.of();
             }
+        }
+
+        @Override
+        public void afterOutcomeUnknown(TransactionSession s) {
+            entryEnded(null); // the ledger reads the entry again: it holds whatever the transaction did
+            afterAbort(s);
         }
 
         /**
@@ -808,14 +830,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         /** The transaction committed: send its acknowledgements now (the window the class description names). */
         @Override
         public void afterCommit(TransactionSession s) {
+            entryEnded(true);
             synchronized (TransactionalShareConsumer.this.track) {
-                Map<ShareRecordId, AcknowledgeType> entry = TransactionalShareConsumer.this.writing;
-                if (entry != null) {
-                    // committed: until the broker confirms the acknowledgements, the entry is what is unconfirmed
-                    TransactionalShareConsumer.this.unconfirmed.clear();
-                    TransactionalShareConsumer.this.unconfirmed.putAll(entry);
-                    TransactionalShareConsumer.this.writing = null;
-                }
                 if (TransactionalShareConsumer.this.buffered.isEmpty()) {
                     return;
                 }
@@ -854,8 +870,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         /** The transaction aborted: release every record this consumer holds, so it is delivered again at once. */
         @Override
         public void afterAbort(TransactionSession s) {
+            entryEnded(false); // the entry aborted with the transaction (no-op after an unknown outcome)
             synchronized (TransactionalShareConsumer.this.track) {
-                TransactionalShareConsumer.this.writing = null; // the entry aborted with the transaction
                 TransactionalShareConsumer.this.buffered.clear();
                 if (TransactionalShareConsumer.this.held.isEmpty()) {
                     return;
@@ -889,7 +905,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      * record, partition not failed) need no entry any more. Caller holds {@link #track}.
      */
     private void confirmed(Set<ShareRecordId> sent, Set<TopicIdPartition> failed) {
-        if (this.unconfirmed.isEmpty()) {
+        if (this.ledger == null) {
             return;
         }
         Set<TopicPartition> failedPartitions = new HashSet<>();
@@ -897,7 +913,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         for (ShareRecordId id : sent) {
             if (!this.outgoing.containsKey(id)
                     && !failedPartitions.contains(new TopicPartition(id.topic(), id.partition()))) {
-                this.unconfirmed.remove(id);
+                this.confirmed.add(id);
             }
         }
     }
