@@ -78,18 +78,30 @@ import org.slf4j.LoggerFactory;
  * <li>A worker killed at any point of a transaction: its records delivered again produce no second output.</li>
  * </ul>
  *
+ * <h2>Stalled workers</h2>
+ * A worker that stalls (a pause, a long GC) past its records' acquisition lock must not commit: another consumer may
+ * have the records by then. After writing and flushing its entry, a transaction checks that no record's lock can have
+ * expired yet, measured from the start of the poll before the one that returned the record (the consumer fetches at
+ * most one batch ahead with {@code share.acquire.mode=record_limit}), or from its last successful renewal; otherwise
+ * it refuses to commit ({@link SessionAbortableException}). So an entry that commits was in the log before any of its
+ * records could go to another consumer, whose lookup then finds it or waits for its transaction. A transaction whose
+ * record's renewal was lost refuses too.
+ *
  * <h2>Not guaranteed</h2>
  * <ul>
- * <li>A worker that stalls (a pause, a long GC) for longer than the group's acquisition lock between receiving a
- * record and its commit, while another consumer receives the record, looks it up before the stalled worker wrote
- * its entry, and processes it: both outputs commit. Keep transactions well inside
- * {@code share.record.lock.duration.ms}, or renew the locks ({@link TransactionalShareConsumer#heartbeat()}).</li>
+ * <li>The stall check assumes {@code share.acquire.mode=record_limit} (a warning says so otherwise): in the default
+ * mode a fetch may acquire more records than one poll returns, so a record can be older than the check believes.</li>
  * <li>A commit whose outcome the session could not learn (outcome UNKNOWN) leaves its records out of the next entry:
  * if it did commit, a redelivery of its records may be produced again (the pre-ledger bound: at most once more).</li>
  * <li>A lookup waits for open ledger transactions up to its timeout (by default 2 minutes, longer than Kafka's
- * default {@code transaction.timeout.ms}); if they do not end by then, the records are released and come back later
- * (their delivery count grows).</li>
+ * default {@code transaction.timeout.ms}); if they do not end by then, the records are released and come back later.
+ * Each release counts as a delivery: a record released {@code group.share.delivery.count.limit} times (5 by default)
+ * is archived unprocessed. Keep {@code transaction.timeout.ms} of the group's workers below the lookup timeout.</li>
+ * <li>Entries name records by topic name, partition and offset: after a topic is deleted and created again, or the
+ * group's offsets are reset, clear the ledger topic too, or a record at a recorded offset is acknowledged unprocessed.
+ * Entries of transactional ids no longer used stay in the topic (one small entry each).</li>
  * </ul>
+ * The ledger topic must have exactly one partition (an existing topic with more is refused).
  * Thread-safe; one ledger can serve many share consumers of any groups. It holds an {@link Admin} and a
  * {@link KafkaConsumer}: close it after the consumers that use it.
  */
@@ -165,12 +177,18 @@ public final class ShareOutcomeLedger implements AutoCloseable {
             readerConfigs.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
             readerConfigs.putIfAbsent(ConsumerConfig.CLIENT_ID_CONFIG, "txn-session-share-ledger-" + topic);
             this.reader = new KafkaConsumer<>(readerConfigs, new ByteArrayDeserializer(), new ByteArrayDeserializer());
-            List<TopicPartition> assigned = new ArrayList<>();
-            for (int p = 0; p < partitions; p++) {
-                assigned.add(new TopicPartition(topic, p));
+            try {
+                List<TopicPartition> assigned = new ArrayList<>();
+                for (int p = 0; p < partitions; p++) {
+                    assigned.add(new TopicPartition(topic, p));
+                }
+                this.reader.assign(assigned);
+                this.reader.seekToBeginning(assigned);
             }
-            this.reader.assign(assigned);
-            this.reader.seekToBeginning(assigned);
+            catch (RuntimeException ex) {
+                this.reader.close(Duration.ZERO);
+                throw ex;
+            }
         }
         catch (RuntimeException ex) {
             this.admin.close(Duration.ZERO);
@@ -203,7 +221,13 @@ public final class ShareOutcomeLedger implements AutoCloseable {
                         + "per transactional id and needs a compacted topic. Set cleanup.policy=compact on it, or "
                         + "name another topic.");
             }
-            return existing.partitions().size();
+            if (existing.partitions().size() != 1) {
+                throw new IllegalArgumentException("The share outcome ledger topic '" + this.topic + "' has "
+                        + existing.partitions().size() + " partitions: the ledger needs exactly one (every entry of "
+                        + "a writer must land in the same partition, whatever the producer's partitioner). Name "
+                        + "another topic, or recreate it with one partition.");
+            }
+            return 1;
         }
         catch (ExecutionException ex) {
             if (!(ex.getCause() instanceof UnknownTopicOrPartitionException)) {
@@ -420,7 +444,13 @@ public final class ShareOutcomeLedger implements AutoCloseable {
                         + highWatermarks + " took longer than " + this.lookupTimeout);
             }
             for (ConsumerRecord<byte[], byte[]> r : this.reader.poll(Duration.ofMillis(100))) {
-                apply(r);
+                try {
+                    apply(r);
+                }
+                catch (RuntimeException ex) {
+                    log.warn("Share outcome ledger '{}': ignoring a malformed entry at {}-{}@{}: {}", this.topic,
+                            r.topic(), r.partition(), r.offset(), ex.toString());
+                }
             }
         }
     }

@@ -116,6 +116,12 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private @Nullable ShareOutcomeLedger writingLedger;
     private @Nullable KafkaTransactionSession writingSession;
     private Set<ShareRecordId> writingRemovals = Set.of();
+    /** records of the open transaction whose lock was lost (a renewal that did not come back); under track */
+    private final Set<ShareRecordId> lostInTransaction = new HashSet<>();
+    /** (ledger) outgoing acknowledgements dropped without being sent during the last flush; under track */
+    private final Set<ShareRecordId> droppedUnsent = new HashSet<>();
+    /** share.acquire.mode as configured (null: the broker's default) */
+    private final @Nullable String acquireMode;
     /**
      * the earliest time (System.nanoTime) each held record can have been acquired: the start of the poll before the
      * one that returned it (the consumer may fetch a batch ahead), or its last renewal; under track
@@ -167,6 +173,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             throw implicitMode(mode);
         }
         this.groupId = groupId(delegateConfigs);
+        Object acquire = delegateConfigs.get(ConsumerConfig.SHARE_ACQUIRE_MODE_CONFIG);
+        this.acquireMode = acquire == null ? null : acquire.toString();
     }
 
     private static Map<String, Object> explicit(Map<String, ?> configs) {
@@ -316,6 +324,13 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             this.ledger = ledger;
             this.confirmed.clear();
         }
+        if (!"record_limit".equalsIgnoreCase(String.valueOf(this.acquireMode))) {
+            log.warn("Share consumer of group '{}' uses an outcome ledger with {}={}: a fetch may then acquire more "
+                    + "records than one poll returns, and the check that refuses to commit records whose lock expired "
+                    + "measures from the poll before the one that returned them. Set {}=record_limit so that it holds.",
+                    this.groupId, ConsumerConfig.SHARE_ACQUIRE_MODE_CONFIG, this.acquireMode,
+                    ConsumerConfig.SHARE_ACQUIRE_MODE_CONFIG);
+        }
         warmLedger();
     }
 
@@ -327,7 +342,14 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         ShareOutcomeLedger l = this.ledger;
         KafkaTransactionSession s = this.session;
         if (l != null && s != null) {
-            l.warm(this.groupId, s.transactionalId(), s);
+            try {
+                l.warm(this.groupId, s.transactionalId(), s);
+            }
+            catch (KafkaException ex) {
+                // not fatal: the first commit that writes an entry reads it again
+                log.warn("Share group '{}': the outcome ledger could not be read ahead ({}); the first commit will "
+                        + "read it", this.groupId, ex.toString());
+            }
         }
     }
 
@@ -368,7 +390,16 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     flushOutgoing(false);
                 }
                 if (!this.stash.isEmpty()) {
-                    return takeStash();
+                    ConsumerRecords<K, V> stashed = takeStash();
+                    ConsumerRecords<K, V> left = settleRedeliveries(stashed); // fetched by a retake, not looked up yet
+                    for (ConsumerRecord<K, V> r : stashed) {
+                        ShareRecordId id = ShareRecordId.of(r);
+                        if (!contains(left, id)) {
+                            this.held.remove(id); // settled (acknowledged) or released by the lookup
+                            this.heldSince.remove(id);
+                        }
+                    }
+                    return left;
                 }
             }
             long pollStart = System.nanoTime();
@@ -449,6 +480,15 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             }
         }
         return new ConsumerRecords<>(byPartition, Map.of());
+    }
+
+    private static boolean contains(ConsumerRecords<?, ?> records, ShareRecordId id) {
+        for (ConsumerRecord<?, ?> r : records) {
+            if (id.equals(ShareRecordId.of(r))) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private ConsumerRecords<K, V> takeStash() {
@@ -583,17 +623,28 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         try {
             synchronized (this.track) {
                 int count = 0;
+                long sentAt = System.nanoTime(); // the broker extends a lock when it gets the renewal, later
+                List<ShareRecordId> sent = new ArrayList<>();
                 for (ShareRecordId id : ids) {
                     ConsumerRecord<K, V> record = this.held.get(id);
                     if (record != null && this.renewed.add(id)) {
                         this.delegate.acknowledge(record, AcknowledgeType.RENEW);
-                        this.heldSince.put(id, System.nanoTime()); // the broker extends the lock when it gets this
+                        sent.add(id);
                         count++;
                     }
                 }
                 Map<TopicIdPartition, Optional<KafkaException>> result = this.delegate.commitSync();
-                result.forEach((tip, error) -> error.ifPresent(e -> log.warn("Renewing acquisition locks on {} "
-                        + "failed: {}; those records may be delivered to another consumer", tip, e.toString())));
+                Set<TopicPartition> failed = new HashSet<>();
+                result.forEach((tip, error) -> error.ifPresent(e -> {
+                    failed.add(new TopicPartition(tip.topic(), tip.partition()));
+                    log.warn("Renewing acquisition locks on {} failed: {}; those records may be delivered to another "
+                            + "consumer", tip, e.toString());
+                }));
+                for (ShareRecordId id : sent) {
+                    if (!failed.contains(new TopicPartition(id.topic(), id.partition()))) {
+                        this.heldSince.put(id, sentAt); // a failed renewal extended nothing
+                    }
+                }
                 if (allInFlightAcknowledged()) {
                     retake();
                 }
@@ -650,7 +701,9 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 this.held.remove(id);
                 this.heldSince.remove(id);
                 this.outgoing.remove(id);
-                this.buffered.remove(id);
+                if (this.buffered.remove(id) != null) {
+                    this.lostInTransaction.add(id); // its output must not commit: another consumer may get it
+                }
             }
             this.renewed.clear();
         }
@@ -664,9 +717,11 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      * @return the records whose acknowledgement failed at the broker
      */
     private Set<TopicIdPartition> flushOutgoing(boolean commit) {
+        this.droppedUnsent.clear();
+        Set<TopicIdPartition> failed = new HashSet<>();
         sendInFlight();
         if (!this.outgoing.isEmpty() && allInFlightAcknowledged()) {
-            commitSync0();
+            failed.addAll(commitSync0());
             retake();
             sendInFlight();
         }
@@ -674,7 +729,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             log.warn("Share group '{}': acknowledgements {} wait until their renewed records come back",
                     this.groupId, this.outgoing);
         }
-        return commit ? commitSync0() : Set.of();
+        if (commit) {
+            failed.addAll(commitSync0());
+        }
+        return failed;
     }
 
     private void sendInFlight() {
@@ -682,6 +740,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             Map.Entry<ShareRecordId, AcknowledgeType> e = it.next();
             ConsumerRecord<K, V> record = this.held.get(e.getKey());
             if (record == null) {
+                this.droppedUnsent.add(e.getKey()); // its lock was lost: never acknowledged
                 it.remove();
             }
             else if (!this.renewed.contains(e.getKey())) {
@@ -739,6 +798,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
          */
         @Override
         public void beforeCommit(TransactionSession s) {
+            refuseLostLocks(s);
             ShareOutcomeLedger l = TransactionalShareConsumer.this.ledger;
             if (l == null) {
                 return;
@@ -754,7 +814,6 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 }
                 removals = new HashSet<>(TransactionalShareConsumer.this.confirmed);
             }
-            refuseExpiredLocks(s);
             KafkaTransactionSession session = KafkaTransactionSession.of(s);
             ProducerRecord<byte[], byte[]> entry = l.write(TransactionalShareConsumer.this.groupId,
                     session.transactionalId(), session, additions, removals);
@@ -764,6 +823,24 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 TransactionalShareConsumer.this.writingRemovals = removals;
             }
             session.send(entry, null);
+            session.flush();
+            // after the entry is in the log: if no lock had expired by now, a consumer that gets one of these
+            // records later finds the entry, or waits for this transaction to end
+            refuseExpiredLocks(s);
+        }
+
+        /** A record of the transaction lost its lock while it was open: its output must not commit. */
+        private void refuseLostLocks(TransactionSession s) {
+            List<ShareRecordId> lost;
+            synchronized (TransactionalShareConsumer.this.track) {
+                if (TransactionalShareConsumer.this.lostInTransaction.isEmpty()) {
+                    return;
+                }
+                lost = new ArrayList<>(TransactionalShareConsumer.this.lostInTransaction);
+            }
+            throw KafkaTransactionSession.of(s).abortOnly("the acquisition locks of records " + lost + " were lost "
+                    + "while the transaction was open (a renewal that did not come back): another consumer may be "
+                    + "processing them, so this output must not commit");
         }
 
         /** (ledger) Tells the ledger how the transaction that wrote an entry ended (null: unknown). */
@@ -832,6 +909,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         public void afterCommit(TransactionSession s) {
             entryEnded(true);
             synchronized (TransactionalShareConsumer.this.track) {
+                TransactionalShareConsumer.this.lostInTransaction.clear();
                 if (TransactionalShareConsumer.this.buffered.isEmpty()) {
                     return;
                 }
@@ -872,6 +950,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         public void afterAbort(TransactionSession s) {
             entryEnded(false); // the entry aborted with the transaction (no-op after an unknown outcome)
             synchronized (TransactionalShareConsumer.this.track) {
+                TransactionalShareConsumer.this.lostInTransaction.clear();
                 TransactionalShareConsumer.this.buffered.clear();
                 if (TransactionalShareConsumer.this.held.isEmpty()) {
                     return;
@@ -911,7 +990,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         Set<TopicPartition> failedPartitions = new HashSet<>();
         failed.forEach(tip -> failedPartitions.add(new TopicPartition(tip.topic(), tip.partition())));
         for (ShareRecordId id : sent) {
-            if (!this.outgoing.containsKey(id)
+            if (!this.outgoing.containsKey(id) && !this.droppedUnsent.contains(id)
                     && !failedPartitions.contains(new TopicPartition(id.topic(), id.partition()))) {
                 this.confirmed.add(id);
             }
