@@ -82,7 +82,23 @@ public class TransactionalConsumerFactory {
      */
     public <K, V> TransactionalShareConsumer<K, V> createShareConsumer(String groupId,
             Deserializer<K> keyDeserializer, Deserializer<V> valueDeserializer) {
+        return createShareConsumer(groupId, keyDeserializer, valueDeserializer, Map.of());
+    }
+
+    /**
+     * @param <K> the type of record keys
+     * @param <V> the type of record values
+     * @param groupId the share group to join; not null
+     * @param keyDeserializer the deserializer of record keys
+     * @param valueDeserializer the deserializer of record values
+     * @param overrides share consumer configs set on top of the connection settings (for example
+     *        {@code share.acquire.mode}, {@code max.poll.records})
+     * @return a new share consumer of share group {@code groupId}, in explicit acknowledgement mode
+     */
+    public <K, V> TransactionalShareConsumer<K, V> createShareConsumer(String groupId,
+            Deserializer<K> keyDeserializer, Deserializer<V> valueDeserializer, Map<String, ?> overrides) {
         Map<String, Object> configs = shareConsumerConfigs();
+        configs.putAll(Objects.requireNonNull(overrides, "overrides"));
         configs.put(ConsumerConfig.GROUP_ID_CONFIG, Objects.requireNonNull(groupId, "groupId"));
         return new TransactionalShareConsumer<>(configs, keyDeserializer, valueDeserializer);
     }

@@ -1207,6 +1207,11 @@ final class KafkaTransactionSession implements TransactionSession {
 
     // ---------------------------------------------------------------- data path (bound producers)
 
+    /** @return the number of transactions begun on this session: names the open one */
+    long generation() {
+        return this.generation;
+    }
+
     Future<RecordMetadata> send(ProducerRecord<byte[], byte[]> record, @Nullable Callback callback) {
         awaitPreviousEnd();
         return participate(SessionOperation.SEND, () -> {

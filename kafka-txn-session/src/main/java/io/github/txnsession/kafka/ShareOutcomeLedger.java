@@ -58,7 +58,7 @@ import org.slf4j.LoggerFactory;
  * not yet confirmed by the broker. So the entry becomes visible exactly when the output does. When the group delivers
  * a record again ({@code deliveryCount() > 1}), the consumer looks it up first:
  * <ol>
- * <li>it reads every ledger partition's high watermark, and waits until the last stable offset reaches it, so a
+ * <li>it reads the ledger's high watermark, and waits until the last stable offset reaches it, so a
  * transaction that was open when the record came back (a worker's commit in flight) has ended;</li>
  * <li>it reads the ledger up to there ({@code read_committed});</li>
  * <li>a record found there is acknowledged with its recorded outcome and not handed to the application; any other
@@ -91,8 +91,9 @@ import org.slf4j.LoggerFactory;
  * <ul>
  * <li>The stall check assumes {@code share.acquire.mode=record_limit} (a warning says so otherwise): in the default
  * mode a fetch may acquire more records than one poll returns, so a record can be older than the check believes.</li>
- * <li>A commit whose outcome the session could not learn (outcome UNKNOWN) leaves its records out of the next entry:
- * if it did commit, a redelivery of its records may be produced again (the pre-ledger bound: at most once more).</li>
+ * <li>Entries shrink only when their session writes again: a record confirmed by one consumer stays named in
+ * other sessions' entries until those sessions write and the share partition's start offset has passed it (idle
+ * sessions keep their last entry). Entries are small text; the topic is compacted.</li>
  * <li>A lookup waits for open ledger transactions up to its timeout (by default 2 minutes, longer than Kafka's
  * default {@code transaction.timeout.ms}); if they do not end by then, the records are released and come back later.
  * Each release counts as a delivery: a record released {@code group.share.delivery.count.limit} times (5 by default)
@@ -102,7 +103,11 @@ import org.slf4j.LoggerFactory;
  * Entries of transactional ids no longer used stay in the topic (one small entry each).</li>
  * </ul>
  * The ledger topic must have exactly one partition (an existing topic with more is refused).
- * Thread-safe; one ledger can serve many share consumers of any groups. It holds an {@link Admin} and a
+ * A commit whose outcome the session could not learn makes the next entry of that session start from what the ledger
+ * holds, so it keeps the records if that transaction committed.
+ *
+ * <p>Thread-safe; one ledger can serve many share consumers of any groups, and several ledger objects on one topic in
+ * one process share what they wrote. It holds an {@link Admin} and a
  * {@link KafkaConsumer}: close it after the consumers that use it.
  */
 public final class ShareOutcomeLedger implements AutoCloseable {
@@ -114,6 +119,8 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     private static final Duration DEFAULT_LOOKUP_TIMEOUT = Duration.ofMinutes(2);
     private static final long START_OFFSETS_MAX_AGE_NANOS = TimeUnit.SECONDS.toNanos(5);
     private static final char REJECTED = 'r';
+    /** the entry caches, by bootstrap servers and topic */
+    private static final Map<String, Map<String, Written>> CACHES = new ConcurrentHashMap<>();
 
     private final String topic;
     private final Duration lookupTimeout;
@@ -122,8 +129,11 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     /** group id, then writer (transactional id), then the outcomes its last committed entry names; under itself */
     private final Map<String, Map<String, Map<ShareRecordId, AcknowledgeType>>> entries = new HashMap<>();
     private final Map<String, StartOffsets> startOffsets = new ConcurrentHashMap<>();
-    /** per entry key: what this process wrote through one session object; under {@link #entries} */
-    private final Map<String, Written> written = new HashMap<>();
+    /**
+     * per entry key: what this process wrote through one session object; shared by every ledger object of the same
+     * cluster and topic in this process (each must build on what the others wrote); its own lock
+     */
+    private final Map<String, Written> written;
 
     /**
      * A ledger on {@link #DEFAULT_TOPIC}, created (compacted, one partition) if it does not exist.
@@ -166,6 +176,8 @@ public final class ShareOutcomeLedger implements AutoCloseable {
         }
         this.topic = topic;
         this.lookupTimeout = lookupTimeout;
+        this.written = CACHES.computeIfAbsent(clientConfigs.get(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG) + "|" + topic,
+                k -> new HashMap<>());
         this.admin = Admin.create(only(clientConfigs, AdminClientConfig.configNames()));
         try {
             int partitions = ensureTopic();
@@ -280,17 +292,16 @@ public final class ShareOutcomeLedger implements AutoCloseable {
      * below their share partition's start offset. Every consumer bound to the session merges into one entry, so none
      * drops another's records. {@link #ended} must follow with the transaction's outcome.
      */
-    ProducerRecord<byte[], byte[]> write(String groupId, String writer, Object session,
+    ProducerRecord<byte[], byte[]> write(String groupId, String writer, KafkaTransactionSession session,
             Map<ShareRecordId, AcknowledgeType> additions, Set<ShareRecordId> confirmed) {
         String key = key(groupId, writer);
-        Map<ShareRecordId, AcknowledgeType> next;
-        synchronized (this.entries) {
-            Written w = current(key, groupId, writer, session);
-            next = new HashMap<>(w.pending != null ? w.pending : w.committed);
-            next.keySet().removeAll(confirmed);
-            next.putAll(additions);
-            prune(groupId, next);
-            this.written.put(key, new Written(session, w.committed, next));
+        Written w = current(key, groupId, writer, session);
+        Map<ShareRecordId, AcknowledgeType> next = new HashMap<>(w.pending != null ? w.pending : w.committed);
+        next.keySet().removeAll(confirmed);
+        next.putAll(additions);
+        prune(groupId, next);
+        synchronized (this.written) {
+            this.written.put(key, new Written(session, w.committed, next, session.generation()));
         }
         return entryRecord(groupId, writer, next);
     }
@@ -299,9 +310,9 @@ public final class ShareOutcomeLedger implements AutoCloseable {
      * The open transaction of {@code session} ended: committed, its entry is what it wrote; aborted, the entry stays
      * as it was; outcome unknown, the entry is read from the ledger again at the next write.
      */
-    void ended(String groupId, String writer, Object session, @Nullable Boolean committed) {
+    void ended(String groupId, String writer, KafkaTransactionSession session, @Nullable Boolean committed) {
         String key = key(groupId, writer);
-        synchronized (this.entries) {
+        synchronized (this.written) {
             Written w = this.written.get(key);
             if (w == null || w.session != session || w.pending == null) {
                 return;
@@ -310,7 +321,7 @@ public final class ShareOutcomeLedger implements AutoCloseable {
                 this.written.remove(key);
             }
             else {
-                this.written.put(key, new Written(session, committed ? w.pending : w.committed, null));
+                this.written.put(key, new Written(session, committed ? w.pending : w.committed, null, -1));
             }
         }
     }
@@ -319,22 +330,46 @@ public final class ShareOutcomeLedger implements AutoCloseable {
      * Reads the entry of {@code writer} once per session object (a new session of the id, here or in another process,
      * may have changed it), so that the first transaction does not wait for the ledger.
      */
-    void warm(String groupId, String writer, Object session) {
+    void warm(String groupId, String writer, KafkaTransactionSession session) {
+        current(key(groupId, writer), groupId, writer, session);
+    }
+
+    /**
+     * The entry as this process knows it through {@code session}; read from the ledger when this session object has
+     * not written it yet, or when a transaction wrote it and ended without saying how (a consumer closed meanwhile):
+     * the ledger then holds what that transaction did. The cache lock is never held while the ledger is read.
+     */
+    private Written current(String key, String groupId, String writer, KafkaTransactionSession session) {
+        synchronized (this.written) {
+            Written w = usable(this.written.get(key), session);
+            if (w != null) {
+                return w;
+            }
+        }
+        Map<ShareRecordId, AcknowledgeType> read;
         synchronized (this.entries) {
-            current(key(groupId, writer), groupId, writer, session);
+            catchUp();
+            read = new HashMap<>(this.entries.getOrDefault(groupId, Map.of()).getOrDefault(writer, Map.of()));
+        }
+        synchronized (this.written) {
+            Written w = usable(this.written.get(key), session);
+            if (w != null) {
+                return w; // another thread read it meanwhile
+            }
+            Written fresh = new Written(session, read, null, -1);
+            this.written.put(key, fresh);
+            return fresh;
         }
     }
 
-    private Written current(String key, String groupId, String writer, Object session) {
-        Written w = this.written.get(key);
-        if (w != null && w.session == session) {
-            return w;
+    private static @Nullable Written usable(@Nullable Written w, KafkaTransactionSession session) {
+        if (w == null || w.session != session) {
+            return null;
         }
-        catchUp();
-        Written read = new Written(session,
-                new HashMap<>(this.entries.getOrDefault(groupId, Map.of()).getOrDefault(writer, Map.of())), null);
-        this.written.put(key, read);
-        return read;
+        if (w.pending != null && w.pendingGeneration != session.generation()) {
+            return null; // written by a transaction that ended unreported
+        }
+        return w;
     }
 
     /**
@@ -573,9 +608,9 @@ public final class ShareOutcomeLedger implements AutoCloseable {
 
     /**
      * An entry as this process knows it: written through {@code session}, committed content, and the content the
-     * session's open transaction writes (null when none is open).
+     * session's transaction {@code pendingGeneration} writes (null when none is open).
      */
-    private record Written(Object session, Map<ShareRecordId, AcknowledgeType> committed,
-            @Nullable Map<ShareRecordId, AcknowledgeType> pending) {
+    private record Written(KafkaTransactionSession session, Map<ShareRecordId, AcknowledgeType> committed,
+            @Nullable Map<ShareRecordId, AcknowledgeType> pending, long pendingGeneration) {
     }
 }

@@ -120,6 +120,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private final Set<ShareRecordId> lostInTransaction = new HashSet<>();
     /** (ledger) outgoing acknowledgements dropped without being sent during the last flush; under track */
     private final Set<ShareRecordId> droppedUnsent = new HashSet<>();
+    /** (ledger) partitions whose acknowledgements the broker confirmed during the last flush; under track */
+    private final Set<TopicPartition> confirmedPartitions = new HashSet<>();
     /** share.acquire.mode as configured (null: the broker's default) */
     private final @Nullable String acquireMode;
     /**
@@ -373,6 +375,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         }
         this.access.lock();
         try {
+            ConsumerRecords<K, V> stashed = null;
             synchronized (this.track) {
                 KafkaTransactionSession current = this.session;
                 if (current != null) {
@@ -390,8 +393,13 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     flushOutgoing(false);
                 }
                 if (!this.stash.isEmpty()) {
-                    ConsumerRecords<K, V> stashed = takeStash();
-                    ConsumerRecords<K, V> left = settleRedeliveries(stashed); // fetched by a retake, not looked up yet
+                    stashed = takeStash();
+                }
+            }
+            if (stashed != null) {
+                // fetched by a retake and not looked up yet; looked up without holding track (the lookup may wait)
+                ConsumerRecords<K, V> left = settleRedeliveries(stashed);
+                synchronized (this.track) {
                     for (ConsumerRecord<K, V> r : stashed) {
                         ShareRecordId id = ShareRecordId.of(r);
                         if (!contains(left, id)) {
@@ -399,8 +407,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                             this.heldSince.remove(id);
                         }
                     }
-                    return left;
                 }
+                return left;
             }
             long pollStart = System.nanoTime();
             long now = this.previousPollStart == 0 ? pollStart : this.previousPollStart;
@@ -718,6 +726,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      */
     private Set<TopicIdPartition> flushOutgoing(boolean commit) {
         this.droppedUnsent.clear();
+        this.confirmedPartitions.clear();
         Set<TopicIdPartition> failed = new HashSet<>();
         sendInFlight();
         if (!this.outgoing.isEmpty() && allInFlightAcknowledged()) {
@@ -756,6 +765,9 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         Map<TopicIdPartition, Optional<KafkaException>> result = this.delegate.commitSync();
         Set<TopicIdPartition> failed = new HashSet<>();
         result.forEach((tip, error) -> {
+            if (error.isEmpty()) {
+                this.confirmedPartitions.add(new TopicPartition(tip.topic(), tip.partition()));
+            }
             if (error.isPresent()) {
                 failed.add(tip);
                 log.warn("Share group '{}': acknowledgements on {} failed: {}", this.groupId, tip,
@@ -881,7 +893,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             synchronized (TransactionalShareConsumer.this.track) {
                 for (ShareRecordId id : TransactionalShareConsumer.this.buffered.keySet()) {
                     Long since = TransactionalShareConsumer.this.heldSince.get(id);
-                    if (since != null && now - since >= TimeUnit.MILLISECONDS.toNanos(lockMs)) {
+                    if (since == null || now - since >= TimeUnit.MILLISECONDS.toNanos(lockMs)) {
                         expired.add(id);
                     }
                 }
@@ -990,8 +1002,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         Set<TopicPartition> failedPartitions = new HashSet<>();
         failed.forEach(tip -> failedPartitions.add(new TopicPartition(tip.topic(), tip.partition())));
         for (ShareRecordId id : sent) {
-            if (!this.outgoing.containsKey(id) && !this.droppedUnsent.contains(id)
-                    && !failedPartitions.contains(new TopicPartition(id.topic(), id.partition()))) {
+            TopicPartition tp = new TopicPartition(id.topic(), id.partition());
+            // confirmed only when the broker answered for its partition without error
+            if (!this.outgoing.containsKey(id) && !this.droppedUnsent.contains(id) && !failedPartitions.contains(tp)
+                    && this.confirmedPartitions.contains(tp)) {
                 this.confirmed.add(id);
             }
         }
