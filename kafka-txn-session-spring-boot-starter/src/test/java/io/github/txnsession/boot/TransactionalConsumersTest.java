@@ -39,6 +39,7 @@ import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.kafka.core.KafkaTemplate;
+import org.springframework.transaction.TransactionSystemException;
 import org.springframework.transaction.support.TransactionTemplate;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -142,6 +143,48 @@ class TransactionalConsumersTest {
         assertThat(processed.stream().filter("l-07"::equals)).hasSize(2); // rewound and processed again
         List<ConsumerRecord<String, String>> out = CommittedReader.readToEnd(kafka.bootstrapServers(), LOOP_OUT, true);
         assertThat(out).extracting(ConsumerRecord::key).hasSize(20).doesNotHaveDuplicates();
+    }
+
+    /**
+     * A commit that fails with an abortable error (a send that failed while the code carried on) aborts the
+     * transaction before its afterCompletion: the bound consumer rewinds and is unbound, and the next transaction
+     * processes the same records (Spring itself does not roll back after a failed commit).
+     */
+    @Test
+    void aCommitThatFailsAbortableRewindsAndUnbindsTheConsumer() {
+        TransactionalConsumerFactory consumers = context.getBean(TransactionalConsumerFactory.class);
+        KafkaTemplate<Object, Object> template = context.getBean(KafkaTemplate.class);
+        TransactionTemplate transactions = new TransactionTemplate(context.getBean(SessionTransactionManager.class));
+        List<String> firstTry = new ArrayList<>();
+        try (TransactionalConsumer<String, String> consumer = consumers.createConsumer("abortable-group",
+                new StringDeserializer(), new StringDeserializer())) {
+            consumer.subscribe(List.of(LOOP_IN));
+            assertThatThrownBy(() -> transactions.executeWithoutResult(status -> {
+                consumers.bindToCurrentTransaction(consumer);
+                await().atMost(Duration.ofSeconds(30)).until(() -> {
+                    consumer.poll(Duration.ofMillis(200)).forEach(r -> firstTry.add(r.key()));
+                    return !firstTry.isEmpty();
+                });
+                try {
+                    // larger than max.request.size: the send fails, and this code swallows the failure
+                    template.send(LOOP_OUT, "too-large", "x".repeat(2 * 1024 * 1024));
+                }
+                catch (org.springframework.kafka.KafkaException ex) {
+                    assertThat(ex).hasMessageContaining("Send failed");
+                }
+            })).isInstanceOf(TransactionSystemException.class).hasMessageContaining("Commit of transaction session");
+            assertThat(consumer.transactionSession()).as("unbound after the failed commit").isNull();
+            List<String> again = new ArrayList<>();
+            transactions.executeWithoutResult(status -> {
+                consumers.bindToCurrentTransaction(consumer);
+                await().atMost(Duration.ofSeconds(30)).until(() -> {
+                    consumer.poll(Duration.ofMillis(200)).forEach(r -> again.add(r.key()));
+                    return again.size() >= firstTry.size();
+                });
+            });
+            assertThat(again).as("rewound: the records of the failed transaction come again")
+                .startsWith(firstTry.toArray(String[]::new));
+        }
     }
 
     @Test

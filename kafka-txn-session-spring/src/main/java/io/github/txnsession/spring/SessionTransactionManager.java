@@ -200,6 +200,12 @@ public class SessionTransactionManager extends AbstractPlatformTransactionManage
         }
         catch (TransactionSessionException ex) {
             notifyFailed(session, ex);
+            if (session.state() == SessionState.ABORTABLE_ERROR && !holder.isDecisionMayBeCommitted()) {
+                // Spring does not roll back after a failed commit: abort here, so that the participants (bound
+                // consumers rewind, share consumers release) hear of it before the transaction's afterCompletion
+                abortQuietly(session, ex);
+                notifyRolledBack(holder);
+            }
             throw new TransactionSystemException("Commit of transaction session '" + session.transactionalId()
                     + "' failed: " + ex.getMessage(), ex);
         }

@@ -88,7 +88,13 @@ public final class ShareWorkerProcess {
                     consumer.acknowledge(r, AcknowledgeType.ACCEPT);
                     batch.add(r.value());
                 }
-                session.commitTransaction();
+                try {
+                    session.commitTransaction();
+                }
+                catch (SessionAbortableException ex) {
+                    // with the ledger: a batch older than the lock (the first poll joins the group) is refused
+                    session.abortTransaction();
+                }
             }
         }
     }
