@@ -52,7 +52,9 @@ import org.slf4j.LoggerFactory;
  * (its delivery count goes up by one).</li>
  * <li>{@code acknowledge(record, RENEW)} is sent at once: it extends the record's acquisition lock.
  * {@link #heartbeat()}, called on the consumer's thread, renews the locks of every record this consumer holds, for
- * transactions that outlast the lock ({@code group.share.record.lock.duration.ms}, 30 s by default).</li>
+ * transactions that outlast the lock ({@code group.share.record.lock.duration.ms}, 30 s by default). A record whose
+ * renewal did not come back lost its lock: the open transaction then refuses to commit
+ * ({@link SessionAbortableException}), since another consumer may be processing the record.</li>
  * <li>{@link #poll} fails with {@link IllegalStateException} while the open transaction holds acknowledgements of
  * this consumer (explicit mode needs every record acknowledged before the next poll), and waits while a commit or
  * abort runs.</li>
