@@ -200,14 +200,15 @@ public class SessionTransactionManager extends AbstractPlatformTransactionManage
         }
         catch (TransactionSessionException ex) {
             notifyFailed(session, ex);
-            if (session.state() == SessionState.ABORTABLE_ERROR && !holder.isDecisionMayBeCommitted()) {
+            boolean aborted = false;
+            if (session.state() == SessionState.ABORTABLE_ERROR) {
                 // Spring does not roll back after a failed commit: abort here, so that the participants (bound
                 // consumers rewind, share consumers release) hear of it before the transaction's afterCompletion
                 abortQuietly(session, ex);
-                notifyRolledBack(holder);
+                aborted = session.state() == SessionState.READY;
             }
             throw new TransactionSystemException("Commit of transaction session '" + session.transactionalId()
-                    + "' failed: " + ex.getMessage(), ex);
+                    + "' failed: " + ex.getMessage() + (aborted ? " The transaction was aborted." : ""), ex);
         }
         catch (RuntimeException ex) {
             throw new TransactionSystemException("Commit of transaction session '" + session.transactionalId()
