@@ -1,5 +1,6 @@
 package io.github.txnsession.boot;
 
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -8,12 +9,15 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Predicate;
 import java.util.stream.Collectors;
 
 import io.github.txnsession.kafka.TransactionalConsumer;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import io.github.txnsession.spring.CurrentTransactionSession;
 import io.github.txnsession.spring.SessionShareListenerContainer;
+import io.github.txnsession.spring.ShareDeadLetterHandler;
 import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.TransactionalConsumerFactory;
 import org.apache.kafka.clients.admin.AlterConfigOp;
@@ -25,6 +29,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.AfterAll;
@@ -40,6 +45,8 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.transaction.TransactionSystemException;
+import org.springframework.transaction.support.TransactionSynchronization;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -64,13 +71,21 @@ class TransactionalConsumersTest {
     static final String SHARE_GROUP = "workers";
     static final int TASK_COUNT = 40;
     static final int FAIL_EVERY = 10;
+    static final String BATCH_TASKS = "batch-tasks";
+    static final String BATCH_RESULTS = "batch-results";
+    static final String BATCH_GROUP = "batch-workers";
+    static final int BATCH_TASK_COUNT = 60;
 
     static ConfigurableApplicationContext context;
 
     @BeforeAll
     static void start() throws Exception {
-        kafka.cluster().createTopics(1, LOOP_IN, LOOP_OUT, TASKS, RESULTS);
+        kafka.cluster().createTopics(1, LOOP_IN, LOOP_OUT, TASKS, RESULTS, BATCH_TASKS, BATCH_RESULTS,
+                BATCH_TASKS + "-dlt");
         kafka.cluster().admin().incrementalAlterConfigs(Map.of(
+                new ConfigResource(ConfigResource.Type.GROUP, BATCH_GROUP),
+                List.of(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                        AlterConfigOp.OpType.SET)),
                 new ConfigResource(ConfigResource.Type.GROUP, SHARE_GROUP),
                 List.of(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
                         AlterConfigOp.OpType.SET),
@@ -85,6 +100,9 @@ class TransactionalConsumersTest {
             }
             for (int i = 0; i < 20; i++) {
                 producer.send(new ProducerRecord<>(LOOP_IN, String.format("l-%02d", i), "line " + i));
+            }
+            for (int i = 0; i < BATCH_TASK_COUNT; i++) {
+                producer.send(new ProducerRecord<>(BATCH_TASKS, String.format("b-%02d", i), "task " + i));
             }
         }
         context = new SpringApplicationBuilder(App.class)
@@ -191,7 +209,8 @@ class TransactionalConsumersTest {
     void shareListenerAcknowledgesOnCommitAndReleasesOnRollback() throws Exception {
         ShareWorker worker = context.getBean(ShareWorker.class);
         @SuppressWarnings("unchecked")
-        SessionShareListenerContainer<String, String> container = context.getBean(SessionShareListenerContainer.class);
+        SessionShareListenerContainer<String, String> container = context.getBean("workers",
+                SessionShareListenerContainer.class);
         int injected = TASK_COUNT / FAIL_EVERY;
         await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
             .until(() -> container.committedRecords() == TASK_COUNT);
@@ -208,11 +227,58 @@ class TransactionalConsumersTest {
         assertThat(perKey.values()).allMatch(n -> n == 1L);
         assertThat(worker.deliveries().entrySet().stream().filter(e -> e.getValue() == 2).map(Map.Entry::getKey))
             .hasSize(injected).allMatch(k -> Integer.parseInt(k.substring(2)) % FAIL_EVERY == 0);
-        assertThat(container.rolledBackRecords()).isEqualTo(injected);
+        assertThat(container.failedRecords()).isEqualTo(injected);
         assertThat(container.committedRecords()).isEqualTo(TASK_COUNT);
         // the rolled-back attempts did write, and were aborted
         assertThat(CommittedReader.readToEnd(kafka.bootstrapServers(), RESULTS, false))
             .hasSizeGreaterThanOrEqualTo(TASK_COUNT + injected);
+    }
+
+    /**
+     * A poll's records run in one transaction; a failing record is released (or dead-lettered on its last allowed
+     * delivery) while its neighbours' output commits without them being delivered again. A transaction that fails at
+     * its commit is split into one per record; a transient failure is run again without using up a delivery.
+     */
+    @Test
+    void aBatchContainerIsolatesFailingRecordsAndDeadLettersPoisonOnes() {
+        BatchWorker worker = context.getBean(BatchWorker.class);
+        @SuppressWarnings("unchecked")
+        SessionShareListenerContainer<String, String> container = context.getBean("batchWorkers",
+                SessionShareListenerContainer.class);
+        List<String> poison = worker.keys(BatchWorker::isPoison);
+        List<String> failOnce = worker.keys(k -> BatchWorker.failsOnce(k) && !BatchWorker.isPoison(k));
+        await().atMost(Duration.ofSeconds(90)).pollInterval(Duration.ofMillis(200))
+            .until(() -> container.committedRecords() == BATCH_TASK_COUNT - poison.size()
+                    && container.deadLetteredRecords() == poison.size());
+        List<ConsumerRecord<String, String>> results = CommittedReader.readToEnd(kafka.bootstrapServers(),
+                BATCH_RESULTS, true);
+        assertThat(results).extracting(ConsumerRecord::key)
+            .doesNotHaveDuplicates()
+            .hasSize(BATCH_TASK_COUNT - poison.size())
+            .doesNotContainAnyElementsOf(poison);
+        List<ConsumerRecord<String, String>> dead = CommittedReader.readToEnd(kafka.bootstrapServers(),
+                BATCH_TASKS + "-dlt", true);
+        assertThat(dead).extracting(ConsumerRecord::key).containsExactlyInAnyOrderElementsOf(poison);
+        for (ConsumerRecord<String, String> r : dead) {
+            assertThat(header(r, ShareDeadLetterHandler.DELIVERY_COUNT)).isEqualTo("2");
+            assertThat(header(r, ShareDeadLetterHandler.EXCEPTION)).isEqualTo(BatchWorker.swallowsTooLarge(r.key())
+                    ? TransactionSystemException.class.getName() : IllegalStateException.class.getName());
+            assertThat(header(r, ShareDeadLetterHandler.ORIGINAL_TOPIC)).isEqualTo(BATCH_TASKS);
+        }
+        // neighbours of a failing record were never delivered again; the failing ones came back once
+        worker.maxDelivery().forEach((key, delivery) -> assertThat(delivery).as(key)
+            .isEqualTo(BatchWorker.failsOnce(key) || BatchWorker.isPoison(key) ? 2 : 1));
+        assertThat(container.failedRecords()).as("transient failures are not counted")
+            .isEqualTo(2L * poison.size() + failOnce.size());
+        assertThat(worker.transientFailures()).isGreaterThanOrEqualTo(2);
+        assertThat(worker.commits()).as("records share transactions").isLessThan((BATCH_TASK_COUNT - poison.size()) / 2);
+        // rejected records are not delivered again
+        await().during(Duration.ofSeconds(3)).atMost(Duration.ofSeconds(5))
+            .until(() -> worker.maxDelivery().values().stream().allMatch(d -> d <= 2));
+    }
+
+    private static String header(ConsumerRecord<?, ?> r, String name) {
+        return new String(r.headers().lastHeader(name).value(), StandardCharsets.UTF_8);
     }
 
     private static long committedOffset(String group, String topic) {
@@ -242,7 +308,126 @@ class TransactionalConsumersTest {
                     consumers, transactionManager, SHARE_GROUP, List.of(TASKS), StringDeserializer::new,
                     StringDeserializer::new, worker::onTask);
             container.setPollTimeout(Duration.ofMillis(200));
+            container.setMaxRecordsPerTransaction(1);
             return container;
+        }
+
+        @Bean
+        BatchWorker batchWorker(KafkaTemplate<Object, Object> template) {
+            return new BatchWorker(template);
+        }
+
+        @Bean
+        SessionShareListenerContainer<String, String> batchWorkers(TransactionalConsumerFactory consumers,
+                SessionTransactionManager transactionManager, BatchWorker worker,
+                KafkaTemplate<Object, Object> template) {
+            SessionShareListenerContainer<String, String> container = new SessionShareListenerContainer<>(
+                    "batch-workers", consumers, transactionManager, BATCH_GROUP, List.of(BATCH_TASKS),
+                    StringDeserializer::new, StringDeserializer::new, worker::onTask);
+            container.setPollTimeout(Duration.ofMillis(200));
+            container.setDeadLetterHandler(2, ShareDeadLetterHandler.toTopic(template));
+            return container;
+        }
+    }
+
+    /**
+     * A batch worker: produces a result per task; every task {@code 5 mod 20} always fails (poison), every task
+     * {@code 3 mod 7} fails on its first delivery. Counts the transactions that committed.
+     */
+    static class BatchWorker {
+
+        private static final Object MARKER = new Object();
+        private final KafkaTemplate<Object, Object> template;
+        private final Map<String, Integer> maxDelivery = new ConcurrentHashMap<>();
+        private final Set<String> failed = ConcurrentHashMap.newKeySet();
+        private final AtomicInteger commits = new AtomicInteger();
+        private final AtomicInteger transientFailures = new AtomicInteger();
+
+        BatchWorker(KafkaTemplate<Object, Object> template) {
+            this.template = template;
+        }
+
+        /** Fails on every delivery: in the listener ({@code 5 mod 20}), or at the commit (b-50). */
+        static boolean isPoison(String key) {
+            return Integer.parseInt(key.substring(2)) % 20 == 5 || swallowsTooLarge(key);
+        }
+
+        /** Sends an output larger than the producer allows and carries on: its transaction fails at the commit. */
+        static boolean swallowsTooLarge(String key) {
+            return key.equals("b-50");
+        }
+
+        /** Fails twice with a transient (Kafka timeout) error: run again without using up a delivery. */
+        static boolean failsTransiently(String key) {
+            return key.equals("b-40");
+        }
+
+        static boolean failsOnce(String key) {
+            return Integer.parseInt(key.substring(2)) % 7 == 3;
+        }
+
+        List<String> keys(Predicate<String> which) {
+            List<String> keys = new ArrayList<>();
+            for (int i = 0; i < BATCH_TASK_COUNT; i++) {
+                String key = String.format("b-%02d", i);
+                if (which.test(key)) {
+                    keys.add(key);
+                }
+            }
+            return keys;
+        }
+
+        AcknowledgeType onTask(ConsumerRecord<String, String> task) {
+            countCommitOfThisTransaction();
+            int delivery = task.deliveryCount().map(Short::intValue).orElse(0);
+            this.maxDelivery.merge(task.key(), delivery, Math::max);
+            this.template.send(BATCH_RESULTS, task.key(), "done: " + task.value());
+            if (swallowsTooLarge(task.key())) {
+                try {
+                    this.template.send(BATCH_RESULTS, task.key(), "x".repeat(2 * 1024 * 1024));
+                }
+                catch (RuntimeException ex) {
+                    // carries on: the transaction fails when it commits, naming no record
+                }
+                return AcknowledgeType.ACCEPT;
+            }
+            if (failsTransiently(task.key()) && this.transientFailures.incrementAndGet() <= 2) {
+                throw new TimeoutException("injected transient failure on " + task.key());
+            }
+            if (isPoison(task.key()) || (failsOnce(task.key()) && this.failed.add(task.key()))) {
+                throw new IllegalStateException("injected failure on " + task.key() + " (delivery " + delivery + ")");
+            }
+            return AcknowledgeType.ACCEPT;
+        }
+
+        private void countCommitOfThisTransaction() {
+            if (TransactionSynchronizationManager.hasResource(MARKER)) {
+                return;
+            }
+            TransactionSynchronizationManager.bindResource(MARKER, true);
+            TransactionSynchronizationManager.registerSynchronization(
+                    new TransactionSynchronization() {
+                        @Override
+                        public void afterCompletion(int status) {
+                            TransactionSynchronizationManager
+                                .unbindResource(MARKER);
+                            if (status == STATUS_COMMITTED) {
+                                BatchWorker.this.commits.incrementAndGet();
+                            }
+                        }
+                    });
+        }
+
+        Map<String, Integer> maxDelivery() {
+            return this.maxDelivery;
+        }
+
+        int commits() {
+            return this.commits.get();
+        }
+
+        int transientFailures() {
+            return this.transientFailures.get();
         }
     }
 

@@ -3,13 +3,16 @@ package io.github.txnsession.spring;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
 
+import io.github.txnsession.kafka.ShareOutcomeLedger;
 import io.github.txnsession.kafka.TransactionalShareConsumer;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.common.errors.WakeupException;
@@ -22,31 +25,50 @@ import org.springframework.context.SmartLifecycle;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
- * A listener container for a share group (KIP-932 queue semantics) whose every record is processed in a
- * {@link SessionTransactionManager} transaction: what the listener sends with a {@code KafkaTemplate} (or writes
- * through any other session participant) commits together with the record's acknowledgement, and a failure rolls
- * both back and RELEASEs the record for immediate redelivery.
+ * A listener container for a share group (KIP-932 queue semantics) whose records are processed in
+ * {@link SessionTransactionManager} transactions: what the listener sends with a {@code KafkaTemplate} (or writes
+ * through any other session participant) commits together with the records' acknowledgements, and a failure rolls
+ * them back together.
  *
  * <p>Why a container of our own: spring-kafka's {@code ShareKafkaMessageListenerContainer} (4.1) has no transaction
  * manager hook, so its acknowledgements cannot be tied to a transaction's outcome. This container is small: per
- * thread, one {@link TransactionalShareConsumer} (explicit acknowledgement) polling; per record, one transaction in
- * which the consumer is bound to the transaction's session, the listener runs, and the record is acknowledged with
- * what the listener returns ({@code null} = ACCEPT; REJECT for a poison record, RELEASE to hand it back).
+ * thread, one {@link TransactionalShareConsumer} (explicit acknowledgement) polling; per poll, as few transactions as
+ * {@link #setMaxRecordsPerTransaction} and {@link #setMaxTransactionTime} allow (1 and 1 record at a time if you set
+ * the first to 1), in which the consumer is bound to the transaction's session, the listener runs on each record,
+ * and each record is acknowledged with what the listener returns ({@code null} = ACCEPT; REJECT for a poison record,
+ * RELEASE to hand it back).
  *
  * <h2>Guarantees</h2>
  * <ul>
- * <li>A record's acknowledgement is applied only after its transaction committed; if the transaction rolls back,
- * the record and the rest of its batch are RELEASEd and delivered again (the delivery count rises; the broker
- * archives a record after {@code group.share.delivery.count.limit} deliveries).</li>
- * <li>{@link #stop()} lets the record in progress finish, then closes the consumers (unacknowledged records go back
- * to the group).</li>
+ * <li>A record's acknowledgement is applied only after its transaction committed.</li>
+ * <li><b>A failing record does not fail its neighbours.</b> When the listener throws, the transaction rolls back;
+ * the consumer keeps the records (their locks keep running), the failing record is RELEASEd and the others run again
+ * in a new transaction. On its last allowed delivery ({@link #setDeadLetterHandler}) the failing record goes to the
+ * dead-letter handler instead, in a transaction that also REJECTs it. A transaction that fails naming no record (at its
+ * commit, or a record that failed only because an earlier one's failed send made the transaction abort-only) is run
+ * again in halves, halved again while they fail, until the record is found.</li>
+ * <li><b>An outage does not use up deliveries.</b> A transaction that fails on a transient failure (Kafka or the
+ * database as a service, classified as {@link SessionAfterRollbackProcessor} does) runs again after a back-off
+ * (0.5 s doubling to 10 s) with the locks renewed, for as long as the container runs.</li>
+ * <li>Long transactions renew their records' locks ({@link TransactionalShareConsumer#heartbeat()}) every third of
+ * the lock duration.</li>
+ * <li>{@link #stop()} lets the transaction in progress finish, releases what it has not processed, then closes the
+ * consumers.</li>
  * </ul>
  *
  * <h2>Not guaranteed</h2>
- * No released broker makes share acknowledgements part of a Kafka transaction (KIP-1289 is a proposal): they are
- * sent right after the commit. A crash between the commit and the acknowledgement redelivers the record although its
- * output is committed: at most one duplicate per record in that window, never a loss. Consumers of the output can
- * drop such duplicates by the input's coordinates.
+ * <ul>
+ * <li>The listener runs again on the neighbours of a failed record (and on the records of a transaction that failed
+ * transiently): its effects outside the transaction (a call to a web service, a log line) can repeat. Only what goes
+ * through the transaction happens once.</li>
+ * <li>No released broker makes share acknowledgements part of a Kafka transaction (KIP-1289 is a proposal): they are
+ * sent right after the commit. A crash between the commit and the acknowledgement redelivers the records although
+ * their output is committed: at most one duplicate per record in that window, never a loss, unless the consumers use
+ * a {@link io.github.txnsession.kafka.ShareOutcomeLedger} ({@link #setOutcomeLedger}). A transaction whose outcome is
+ * unknown (a commit that timed out unsettled) hands its records back to the group rather than running them again.</li>
+ * <li>A transient failure that never ends blocks the thread (logged at WARN on every attempt); a failure misread as
+ * transient does the same.</li>
+ * </ul>
  *
  * @param <K> key type
  * @param <V> value type
@@ -83,15 +105,22 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
     private final List<Thread> threads = new CopyOnWriteArrayList<>();
     private final List<TransactionalShareConsumer<K, V>> active = new CopyOnWriteArrayList<>();
     private final AtomicLong committed = new AtomicLong();
-    private final AtomicLong rolledBack = new AtomicLong();
+    private final AtomicLong failed = new AtomicLong();
+    private final AtomicLong deadLettered = new AtomicLong();
+    private final Object stopSignal = new Object();
     private int concurrency = 1;
     private Duration pollTimeout = Duration.ofSeconds(1);
+    private int maxRecordsPerTransaction = 500;
+    private Duration maxTransactionTime = Duration.ofSeconds(5);
+    private int maxDeliveries = 5;
+    private @Nullable ShareDeadLetterHandler<K, V> deadLetterHandler;
+    private @Nullable ShareOutcomeLedger ledger;
     private volatile boolean running;
 
     /**
      * @param name names the consumer threads ({@code name-0}, ...)
      * @param consumers makes the share consumers and binds them to each transaction
-     * @param transactionManager runs one transaction per record
+     * @param transactionManager runs the transactions
      * @param groupId the share group
      * @param topics the topics to subscribe to
      * @param keyDeserializer a new key deserializer per consumer
@@ -128,6 +157,57 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
         this.pollTimeout = Objects.requireNonNull(pollTimeout, "pollTimeout");
     }
 
+    /**
+     * @param maxRecords how many records of a poll one transaction processes at most (default 500, which with the
+     *        share consumer's default {@code max.poll.records} is the whole poll); 1 runs a transaction per record
+     */
+    public void setMaxRecordsPerTransaction(int maxRecords) {
+        if (maxRecords < 1) {
+            throw new IllegalArgumentException("maxRecordsPerTransaction must be at least 1, was " + maxRecords);
+        }
+        this.maxRecordsPerTransaction = maxRecords;
+    }
+
+    /**
+     * @param maxTime after how long a transaction commits what it processed so far and the rest of the poll goes into
+     *        the next one (default 5 s; checked between records, so one slow record can overrun it); positive
+     */
+    public void setMaxTransactionTime(Duration maxTime) {
+        Objects.requireNonNull(maxTime, "maxTransactionTime");
+        if (maxTime.isNegative() || maxTime.isZero()) {
+            throw new IllegalArgumentException("maxTransactionTime must be positive, was " + maxTime);
+        }
+        this.maxTransactionTime = maxTime;
+    }
+
+    /**
+     * Dead-letters records that fail on their last allowed delivery: the handler runs in a transaction of its own,
+     * which also REJECTs the record (see {@link ShareDeadLetterHandler}).
+     *
+     * @param maxDeliveries the delivery on which a failing record is dead-lettered instead of released: at most the
+     *        group's {@code group.share.delivery.count.limit} (5 by default), or the broker archives it first
+     * @param handler what to do with it, for example {@link ShareDeadLetterHandler#toTopic}
+     */
+    public void setDeadLetterHandler(int maxDeliveries, ShareDeadLetterHandler<K, V> handler) {
+        if (maxDeliveries < 1) {
+            throw new IllegalArgumentException("maxDeliveries must be at least 1, was " + maxDeliveries);
+        }
+        this.maxDeliveries = maxDeliveries;
+        this.deadLetterHandler = Objects.requireNonNull(handler, "handler");
+    }
+
+    /**
+     * Makes every consumer of this container use {@code ledger}, which closes the window between a commit and its
+     * acknowledgements (see {@link ShareOutcomeLedger}); the consumers are then created with
+     * {@code share.acquire.mode=record_limit}, which its lock check needs. Set before {@link #start()}; the caller
+     * closes the ledger after the container.
+     *
+     * @param ledger the ledger
+     */
+    public void setOutcomeLedger(ShareOutcomeLedger ledger) {
+        this.ledger = Objects.requireNonNull(ledger, "ledger");
+    }
+
     @Override
     public synchronized void start() {
         if (this.running) {
@@ -148,6 +228,9 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
             return;
         }
         this.running = false;
+        synchronized (this.stopSignal) {
+            this.stopSignal.notifyAll();
+        }
         this.active.forEach(TransactionalShareConsumer::wakeup);
         List<Thread> toJoin = new ArrayList<>(this.threads);
         this.threads.clear();
@@ -172,16 +255,32 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
         return this.committed.get();
     }
 
-    /** @return records whose transaction rolled back (each is delivered again) */
-    public long rolledBackRecords() {
-        return this.rolledBack.get();
+    /**
+     * @return failed processing attempts of single records (the listener threw, or the record's own transaction
+     *         failed for a reason other than a transient one); each such record was released or dead-lettered
+     */
+    public long failedRecords() {
+        return this.failed.get();
+    }
+
+    /** @return records dead-lettered (and rejected) */
+    public long deadLetteredRecords() {
+        return this.deadLettered.get();
     }
 
     private void run() {
+        Map<String, Object> overrides = this.ledger == null ? Map.of()
+                : Map.of(ConsumerConfig.SHARE_ACQUIRE_MODE_CONFIG, "record_limit");
         TransactionalShareConsumer<K, V> consumer = this.consumers.createShareConsumer(this.groupId,
-                this.keyDeserializer.get(), this.valueDeserializer.get());
+                this.keyDeserializer.get(), this.valueDeserializer.get(), overrides);
         this.active.add(consumer);
         try {
+            ShareOutcomeLedger l = this.ledger;
+            if (l != null) {
+                consumer.useOutcomeLedger(l);
+            }
+            ShareBatchProcessor<K, V> processor = new ShareBatchProcessor<>(this, consumer, this.transactions,
+                    () -> this.running);
             consumer.subscribe(this.topics);
             while (this.running) {
                 ConsumerRecords<K, V> records;
@@ -191,10 +290,10 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
                 catch (WakeupException ex) {
                     break;
                 }
-                for (ConsumerRecord<K, V> record : records) {
-                    if (!process(consumer, record)) {
-                        break; // the abort released this record and the rest of the batch
-                    }
+                if (!records.isEmpty()) {
+                    List<ConsumerRecord<K, V>> list = new ArrayList<>(records.count());
+                    records.forEach(list::add);
+                    processor.process(list);
                 }
             }
         }
@@ -213,34 +312,62 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
         }
     }
 
-    private boolean process(TransactionalShareConsumer<K, V> consumer, ConsumerRecord<K, V> record) {
-        try {
-            this.transactions.executeWithoutResult(status -> {
-                this.consumers.bindToCurrentTransaction(consumer);
-                AcknowledgeType type = invokeListener(record);
-                consumer.acknowledge(record, type == null ? AcknowledgeType.ACCEPT : type);
-            });
-            this.committed.incrementAndGet();
-            return true;
-        }
-        catch (RuntimeException ex) {
-            this.rolledBack.incrementAndGet();
-            log.warn("Share listener '{}': the transaction of {}-{}@{} rolled back; the record is released for "
-                    + "redelivery: {}", this.name, record.topic(), record.partition(), record.offset(),
-                    ex instanceof ListenerFailedException ? ex.getCause() : ex.toString());
-            return false;
-        }
+    // ---------------------------------------------------------------- for ShareBatchProcessor
+
+    String name() {
+        return this.name;
     }
 
-    private @Nullable AcknowledgeType invokeListener(ConsumerRecord<K, V> record) {
-        try {
-            return this.listener.onRecord(record);
-        }
-        catch (RuntimeException ex) {
-            throw ex;
-        }
-        catch (Exception ex) {
-            throw new ListenerFailedException(ex);
+    TransactionalConsumerFactory consumers() {
+        return this.consumers;
+    }
+
+    ShareRecordListener<K, V> listener() {
+        return this.listener;
+    }
+
+    int maxRecordsPerTransaction() {
+        return this.maxRecordsPerTransaction;
+    }
+
+    Duration maxTransactionTime() {
+        return this.maxTransactionTime;
+    }
+
+    int maxDeliveries() {
+        return this.maxDeliveries;
+    }
+
+    @Nullable ShareDeadLetterHandler<K, V> deadLetterHandler() {
+        return this.deadLetterHandler;
+    }
+
+    void committed(int records) {
+        this.committed.addAndGet(records);
+    }
+
+    void failed() {
+        this.failed.incrementAndGet();
+    }
+
+    void deadLettered() {
+        this.deadLettered.incrementAndGet();
+    }
+
+    /** @return false if the container is stopping; otherwise true after waiting up to {@code millis} */
+    boolean awaitStop(long millis) {
+        synchronized (this.stopSignal) {
+            if (!this.running) {
+                return false;
+            }
+            try {
+                this.stopSignal.wait(Math.max(1, millis));
+            }
+            catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+                return false;
+            }
+            return this.running;
         }
     }
 
@@ -248,15 +375,5 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
     public String toString() {
         return "SessionShareListenerContainer[" + this.name + ", group " + this.groupId + ", topics " + this.topics
                 + "]";
-    }
-
-    /** Carries a checked exception of the listener through the transaction template. */
-    private static final class ListenerFailedException extends RuntimeException {
-
-        private static final long serialVersionUID = 1L;
-
-        ListenerFailedException(Exception cause) {
-            super(cause);
-        }
     }
 }

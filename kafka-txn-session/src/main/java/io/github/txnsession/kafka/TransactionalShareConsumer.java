@@ -135,6 +135,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private long previousPollStart;
     /** the acquisition lock duration the brokers last announced, in ms (-1: not known yet) */
     private volatile long lockTimeoutMs = -1;
+    /** whether an abort keeps the records this consumer holds rather than releasing them */
+    private volatile boolean retainOnAbort;
 
     /**
      * Creates a {@link KafkaShareConsumer} in explicit acknowledgement mode.
@@ -298,7 +300,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         if (!this.buffered.isEmpty() && (s == SessionState.FATAL_ERROR || s == SessionState.CLOSED)) {
             log.info("Transaction session '{}' is {}: releasing the {} record(s) its transaction held",
                     current.transactionalId(), s, this.buffered.size());
-            this.participant.afterAbort(current);
+            this.participant.entryEnded(null); // how it ended is not known here: the ledger reads the entry again
+            this.participant.releaseHeld(false);
         }
     }
 
@@ -360,6 +363,46 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     /** @return the outcome ledger this consumer uses, if any */
     public @Nullable ShareOutcomeLedger outcomeLedger() {
         return this.ledger;
+    }
+
+    /**
+     * Chooses what an abort does with the records this consumer holds. By default ({@code false}) it releases them
+     * all, so the group delivers them again at once. With {@code true} it keeps them: the acknowledgements the aborted
+     * transaction held are dropped, and every record stays acquired by this consumer (its lock keeps running), so the
+     * application can process the records again in a new transaction, for example without the one that failed. It
+     * must then acknowledge each of them (in a transaction or not) before the next {@link #poll}, which the wrapped
+     * consumer requires in explicit mode. Records whose lock was lost (a renewal that did not come back) or has
+     * certainly expired are released as before; {@link #holds(ConsumerRecord)} tells which records are still held.
+     *
+     * @param retain whether an abort keeps the held records
+     */
+    public void setRetainRecordsOnAbort(boolean retain) {
+        this.retainOnAbort = retain;
+    }
+
+    /**
+     * @param record a record this consumer's {@link #poll} returned
+     * @return whether this consumer still holds it: delivered, its lock not known to be lost or expired, and not
+     *         acknowledged (an acknowledgement the open transaction holds counts as acknowledged)
+     */
+    public boolean holds(ConsumerRecord<?, ?> record) {
+        ShareRecordId id = ShareRecordId.of(record);
+        long lockMs = this.lockTimeoutMs;
+        synchronized (this.track) {
+            if (!this.held.containsKey(id) || this.buffered.containsKey(id) || this.outgoing.containsKey(id)) {
+                return false;
+            }
+            return !lockExpired(id, lockMs, System.nanoTime());
+        }
+    }
+
+    /** Whether the lock of held record {@code id} has certainly expired by {@code now}. Caller holds {@link #track}. */
+    private boolean lockExpired(ShareRecordId id, long lockMs, long now) {
+        if (lockMs <= 0 || this.renewed.contains(id)) {
+            return false; // lock length not known yet; a renewal in flight is decided when it comes back
+        }
+        Long since = this.heldSince.get(id);
+        return since == null || now - since >= TimeUnit.MILLISECONDS.toNanos(lockMs);
     }
 
     // ---------------------------------------------------------------- poll and acknowledge
@@ -878,7 +921,9 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         @Override
         public void afterOutcomeUnknown(TransactionSession s) {
             entryEnded(null); // the ledger reads the entry again: it holds whatever the transaction did
-            afterAbort(s);
+            // the output may have committed: never keep these records for another run (even with retain), the group
+            // delivers them again and the ledger, if used, settles them
+            releaseHeld(false);
         }
 
         /**
@@ -959,10 +1004,18 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             }
         }
 
-        /** The transaction aborted: release every record this consumer holds, so it is delivered again at once. */
+        /**
+         * The transaction aborted: release every record this consumer holds, so it is delivered again at once (with
+         * {@link #setRetainRecordsOnAbort retain}: only those whose lock is lost or expired).
+         */
         @Override
         public void afterAbort(TransactionSession s) {
             entryEnded(false); // the entry aborted with the transaction (no-op after an unknown outcome)
+            releaseHeld(TransactionalShareConsumer.this.retainOnAbort);
+        }
+
+        /** Drops the open transaction's acknowledgements and releases the held records (all, or unless retained). */
+        void releaseHeld(boolean retain) {
             synchronized (TransactionalShareConsumer.this.track) {
                 TransactionalShareConsumer.this.lostInTransaction.clear();
                 TransactionalShareConsumer.this.buffered.clear();
@@ -973,8 +1026,20 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             TransactionalShareConsumer.this.access.lock();
             try {
                 synchronized (TransactionalShareConsumer.this.track) {
-                    TransactionalShareConsumer.this.stash.clear(); // released with the rest, delivered again
+                    long lockMs = TransactionalShareConsumer.this.lockTimeoutMs;
+                    long now = System.nanoTime();
+                    List<ShareRecordId> release = new ArrayList<>();
                     for (ShareRecordId id : TransactionalShareConsumer.this.held.keySet()) {
+                        if (!retain || lockExpired(id, lockMs, now)) {
+                            release.add(id);
+                        }
+                    }
+                    if (release.isEmpty()) {
+                        return;
+                    }
+                    // released with the rest, delivered again
+                    TransactionalShareConsumer.this.stash.removeIf(r -> release.contains(ShareRecordId.of(r)));
+                    for (ShareRecordId id : release) {
                         TransactionalShareConsumer.this.outgoing.putIfAbsent(id, AcknowledgeType.RELEASE);
                     }
                     flushOutgoing(true);

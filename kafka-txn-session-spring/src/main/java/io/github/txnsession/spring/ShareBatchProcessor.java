@@ -1,0 +1,286 @@
+package io.github.txnsession.spring;
+
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+
+import io.github.txnsession.kafka.SessionAbortableException;
+import io.github.txnsession.kafka.TransactionalShareConsumer;
+import io.github.txnsession.spring.SessionShareListenerContainer.ShareRecordListener;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import org.springframework.transaction.support.TransactionTemplate;
+
+/**
+ * Processes one poll's records for one consumer of a {@link SessionShareListenerContainer}, in as few transactions
+ * as the bounds and failures allow. The consumer keeps its records when a transaction aborts
+ * ({@link TransactionalShareConsumer#setRetainRecordsOnAbort}), so a failure costs a replay of the neighbours, not a
+ * redelivery:
+ * <ol>
+ * <li>Records run in transactions of at most {@code maxRecords} records and about {@code maxTime} (a transaction is
+ * committed after the record that passed the time).</li>
+ * <li>A transaction that fails on a transient failure (Kafka or the database as a service, see
+ * {@link SessionAfterRollbackProcessor}) is run again after a back-off (0.5 s doubling to 10 s, the locks renewed),
+ * as long as the container runs: an outage does not use up deliveries.</li>
+ * <li>Any other failure: the record the listener failed on is released (or dead-lettered on its last allowed
+ * delivery) and the others run again in a new transaction. A failure that names no record (the commit failed, or the
+ * listener failed because the transaction was abort-only already: a {@link SessionAbortableException}, whose cause
+ * is an earlier record's failure) splits the records in halves, each run in a transaction of its own (and halved
+ * again while it fails), so that one such record costs about 2 log2(n) transactions, not n.</li>
+ * <li>Records whose lock was lost or has expired, or whose transaction may have committed (an unknown outcome), are
+ * no longer held and are left alone: the group delivers them again (the ledger, if used, settles them).</li>
+ * </ol>
+ */
+final class ShareBatchProcessor<K, V> {
+
+    private static final Logger log = LoggerFactory.getLogger(ShareBatchProcessor.class);
+    private static final long FIRST_BACK_OFF_MS = 500;
+    private static final long MAX_BACK_OFF_MS = 10_000;
+
+    private final SessionShareListenerContainer<K, V> container;
+    private final TransactionalShareConsumer<K, V> consumer;
+    private final TransactionTemplate transactions;
+    private final BooleanSupplier running;
+
+    ShareBatchProcessor(SessionShareListenerContainer<K, V> container, TransactionalShareConsumer<K, V> consumer,
+            TransactionTemplate transactions, BooleanSupplier running) {
+        this.container = container;
+        this.consumer = consumer;
+        this.transactions = transactions;
+        this.running = running;
+        consumer.setRetainRecordsOnAbort(true);
+    }
+
+    /** Processes {@code records}; on return each is acknowledged, released, or no longer held. */
+    void process(List<ConsumerRecord<K, V>> records) {
+        Deque<Work<K, V>> queue = new ArrayDeque<>();
+        queue.add(new Work<>(records, this.container.maxRecordsPerTransaction()));
+        long backOff = FIRST_BACK_OFF_MS;
+        while (!queue.isEmpty()) {
+            Work<K, V> work = queue.pollFirst();
+            List<ConsumerRecord<K, V>> held = held(work.records());
+            if (held.isEmpty()) {
+                continue;
+            }
+            if (!this.running.getAsBoolean()) {
+                releaseAll(held);
+                continue;
+            }
+            List<ConsumerRecord<K, V>> chunk = held.subList(0, Math.min(work.limit(), held.size()));
+            if (chunk.size() < held.size()) {
+                queue.addFirst(new Work<>(held.subList(chunk.size(), held.size()), work.limit()));
+            }
+            Attempt<K, V> attempt = transact(chunk);
+            if (attempt.failure() == null) {
+                backOff = FIRST_BACK_OFF_MS;
+                this.container.committed(attempt.ran());
+                if (attempt.ran() < chunk.size()) { // the time bound ended the transaction early
+                    queue.addFirst(new Work<>(chunk.subList(attempt.ran(), chunk.size()), work.limit()));
+                }
+                continue;
+            }
+            RuntimeException failure = attempt.failure();
+            Throwable cause = failure instanceof ListenerFailedException lf ? lf.getCause() : failure;
+            if (SessionAfterRollbackProcessor.isTransient(failure)) {
+                log.warn("Share listener '{}': a transaction of {} record(s) rolled back on a transient failure ({}); "
+                        + "running it again in {} ms", this.container.name(), chunk.size(), cause.toString(),
+                        backOff);
+                queue.addFirst(new Work<>(chunk, work.limit()));
+                pause(backOff);
+                backOff = Math.min(backOff * 2, MAX_BACK_OFF_MS);
+                continue;
+            }
+            // a record that failed because the transaction was already abort-only (a failed send of an earlier
+            // record that the listener carried on after) is not the culprit: it only noticed
+            ConsumerRecord<K, V> culprit = noticedEarlierFailure(failure) ? null : attempt.failedOn();
+            if (culprit == null && chunk.size() > 1) {
+                log.info("Share listener '{}': a transaction of {} record(s) failed, naming no record ({}); running "
+                        + "each half in a transaction of its own", this.container.name(), chunk.size(), cause.toString());
+                int half = chunk.size() / 2;
+                queue.addFirst(new Work<>(chunk.subList(half, chunk.size()), chunk.size() - half));
+                queue.addFirst(new Work<>(chunk.subList(0, half), half));
+                continue;
+            }
+            ConsumerRecord<K, V> failed = culprit != null ? culprit : chunk.get(0);
+            List<ConsumerRecord<K, V>> rest = new ArrayList<>(chunk);
+            rest.remove(failed);
+            if (!rest.isEmpty()) {
+                queue.addFirst(new Work<>(rest, work.limit()));
+            }
+            recordFailed(failed, cause instanceof Exception ex ? ex : failure);
+        }
+    }
+
+    private static boolean noticedEarlierFailure(Throwable failure) {
+        int depth = 0;
+        for (Throwable t = failure; t != null && depth < 16; t = t.getCause(), depth++) {
+            if (t instanceof SessionAbortableException) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** One transaction over {@code chunk}: the consumer bound, the listener run on each record, each acknowledged. */
+    private Attempt<K, V> transact(List<ConsumerRecord<K, V>> chunk) {
+        long start = System.nanoTime();
+        long maxNanos = this.container.maxTransactionTime().toNanos();
+        long renewNanos = renewInterval();
+        int[] ran = { 0 };
+        @SuppressWarnings("unchecked")
+        ConsumerRecord<K, V>[] current = new ConsumerRecord[1];
+        try {
+            this.transactions.executeWithoutResult(status -> {
+                this.container.consumers().bindToCurrentTransaction(this.consumer);
+                long lastRenewal = start;
+                for (ConsumerRecord<K, V> record : chunk) {
+                    if (ran[0] > 0 && System.nanoTime() - start >= maxNanos) {
+                        return; // commit what ran; the rest goes into the next transaction
+                    }
+                    if (System.nanoTime() - lastRenewal >= renewNanos) {
+                        this.consumer.heartbeat(); // renews the locks of what this transaction still has to do
+                        lastRenewal = System.nanoTime();
+                    }
+                    ran[0]++;
+                    if (!this.consumer.holds(record)) {
+                        continue; // its lock was lost: the group delivers it again
+                    }
+                    current[0] = record;
+                    AcknowledgeType type = invoke(record);
+                    current[0] = null;
+                    this.consumer.acknowledge(record, type == null ? AcknowledgeType.ACCEPT : type);
+                }
+            });
+            return new Attempt<>(ran[0], null, null);
+        }
+        catch (RuntimeException ex) {
+            return new Attempt<>(ran[0], ex, current[0]);
+        }
+    }
+
+    /** The listener failed on {@code record}: dead-letter it on its last allowed delivery, or release it. */
+    private void recordFailed(ConsumerRecord<K, V> record, Exception failure) {
+        this.container.failed();
+        if (!this.consumer.holds(record)) {
+            return;
+        }
+        int delivery = record.deliveryCount().map(Short::intValue).orElse(1);
+        ShareDeadLetterHandler<K, V> handler = this.container.deadLetterHandler();
+        if (handler != null && delivery >= this.container.maxDeliveries()) {
+            try {
+                this.transactions.executeWithoutResult(status -> {
+                    this.container.consumers().bindToCurrentTransaction(this.consumer);
+                    try {
+                        handler.deadLetter(record, failure);
+                    }
+                    catch (RuntimeException ex) {
+                        throw ex;
+                    }
+                    catch (Exception ex) {
+                        throw new ListenerFailedException(ex);
+                    }
+                    this.consumer.acknowledge(record, AcknowledgeType.REJECT);
+                });
+                this.container.deadLettered();
+                log.warn("Share listener '{}': {}-{}@{} failed on delivery {} ({}); dead-lettered and rejected",
+                        this.container.name(), record.topic(), record.partition(), record.offset(), delivery,
+                        failure.toString());
+                return;
+            }
+            catch (RuntimeException ex) {
+                log.error("Share listener '{}': dead-lettering {}-{}@{} failed ({}); releasing it", this.container.name(),
+                        record.topic(), record.partition(), record.offset(), ex.toString());
+            }
+        }
+        else {
+            log.warn("Share listener '{}': {}-{}@{} failed on delivery {} and is released for redelivery: {}",
+                    this.container.name(), record.topic(), record.partition(), record.offset(), delivery,
+                    failure.toString());
+        }
+        if (this.consumer.holds(record)) {
+            this.consumer.acknowledge(record, AcknowledgeType.RELEASE);
+        }
+    }
+
+    private @Nullable AcknowledgeType invoke(ConsumerRecord<K, V> record) {
+        try {
+            return this.container.listener().onRecord(record);
+        }
+        catch (RuntimeException ex) {
+            throw ex;
+        }
+        catch (Exception ex) {
+            throw new ListenerFailedException(ex);
+        }
+    }
+
+    private List<ConsumerRecord<K, V>> held(List<ConsumerRecord<K, V>> records) {
+        List<ConsumerRecord<K, V>> held = new ArrayList<>(records.size());
+        for (ConsumerRecord<K, V> r : records) {
+            if (this.consumer.holds(r)) {
+                held.add(r);
+            }
+        }
+        return held;
+    }
+
+    private void releaseAll(List<ConsumerRecord<K, V>> records) {
+        for (ConsumerRecord<K, V> r : records) {
+            this.consumer.acknowledge(r, AcknowledgeType.RELEASE);
+        }
+    }
+
+    /** Renew the locks after a third of their duration (never, while the broker has not said how long they are). */
+    private long renewInterval() {
+        return this.consumer.acquisitionLockTimeoutMs()
+            .map(ms -> TimeUnit.MILLISECONDS.toNanos(Math.max(1, ms / 3)))
+            .orElse(Long.MAX_VALUE);
+    }
+
+    /** Waits {@code millis} or until the container stops, renewing the held records' locks meanwhile. */
+    private void pause(long millis) {
+        long renewMs = TimeUnit.NANOSECONDS.toMillis(Math.min(renewInterval(), TimeUnit.SECONDS.toNanos(1)));
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        while (this.running.getAsBoolean()) {
+            long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+            if (left <= 0) {
+                return;
+            }
+            if (!this.container.awaitStop(Math.min(left, renewMs))) {
+                return; // stopping
+            }
+            try {
+                this.consumer.heartbeat();
+            }
+            catch (RuntimeException ex) {
+                log.debug("Renewing locks during the back-off failed: {}", ex.toString());
+            }
+        }
+    }
+
+    /** Records to run, and how many of them one transaction may take. */
+    private record Work<K, V>(List<ConsumerRecord<K, V>> records, int limit) {
+    }
+
+    /** How a transaction went: how many records it ran, and the failure and the record it happened on, if any. */
+    private record Attempt<K, V>(int ran, @Nullable RuntimeException failure, @Nullable ConsumerRecord<K, V> failedOn) {
+    }
+
+    /** Carries a checked exception of the application through the transaction template. */
+    static final class ListenerFailedException extends RuntimeException {
+
+        private static final long serialVersionUID = 1L;
+
+        ListenerFailedException(Exception cause) {
+            super(cause);
+        }
+    }
+}
