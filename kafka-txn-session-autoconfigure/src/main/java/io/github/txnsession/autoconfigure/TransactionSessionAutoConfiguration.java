@@ -13,6 +13,7 @@ import io.github.txnsession.kafka.SessionListener;
 import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.TransactionSessionConfig;
 import io.github.txnsession.spring.CurrentTransactionSession;
+import io.github.txnsession.spring.SessionEnlistment;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.SessionTransactionCounters;
 import io.github.txnsession.spring.TransactionSessionPool;
@@ -218,12 +219,15 @@ public final class TransactionSessionAutoConfiguration {
      * @param kafkaProperties Boot's {@code spring.kafka.*} settings: their consumer settings are the consumers' configs
      * @param connectionDetails Boot's Kafka connection details, if there are any: their consumer bootstrap servers,
      *        security protocol and SSL bundle replace those of {@code spring.kafka.*}
+     * @param enlistment the enlistment of sessions in the application's own transaction manager, if the starter
+     *        joins one: binding a consumer then enlists the transaction's session
      * @return makes transactional (share) consumers for programmatic loops and share listener containers
      */
     @Bean
     @ConditionalOnMissingBean
     public TransactionalConsumerFactory transactionalConsumerFactory(TransactionSessionPool pool,
-            KafkaProperties kafkaProperties, ObjectProvider<KafkaConnectionDetails> connectionDetails) {
+            KafkaProperties kafkaProperties, ObjectProvider<KafkaConnectionDetails> connectionDetails,
+            ObjectProvider<SessionEnlistment> enlistment) {
         Map<String, Object> configs = new HashMap<>(kafkaProperties.buildConsumerProperties());
         KafkaConnectionDetails details = connectionDetails.getIfAvailable();
         if (details != null) {
@@ -238,7 +242,10 @@ public final class TransactionSessionAutoConfiguration {
                 configs.put(SslBundle.class.getName(), sslBundle);
             }
         }
-        return new TransactionalConsumerFactory(pool, configs);
+        TransactionalConsumerFactory factory = new TransactionalConsumerFactory(pool, configs);
+        // with the application's own transaction manager, binding a consumer enlists the transaction's session
+        factory.setEnlistment(enlistment.getIfAvailable());
+        return factory;
     }
 
     static SessionProducerFactory<Object, Object> producerFactory(TransactionSessionPool pool,

@@ -22,12 +22,14 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import org.springframework.context.SmartLifecycle;
+import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
- * A listener container for a share group (KIP-932 queue semantics) whose records are processed in
- * {@link SessionTransactionManager} transactions: what the listener sends with a {@code KafkaTemplate} (or writes
- * through any other session participant) commits together with the records' acknowledgements, and a failure rolls
+ * A listener container for a share group (KIP-932 queue semantics) whose records are processed in transactions
+ * that a Kafka session takes part in (a {@link SessionTransactionManager}'s, or the application's database
+ * manager's with the session enlisted): what the listener sends with a {@code KafkaTemplate}, writes to the database
+ * or through any other session participant commits together with the records' acknowledgements, and a failure rolls
  * them back together.
  *
  * <p>Why a container of our own: spring-kafka's {@code ShareKafkaMessageListenerContainer} (4.1) has no transaction
@@ -120,7 +122,9 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
     /**
      * @param name names the consumer threads ({@code name-0}, ...)
      * @param consumers makes the share consumers and binds them to each transaction
-     * @param transactionManager runs the transactions
+     * @param transactionManager runs the transactions: a {@link SessionTransactionManager}, or the application's own
+     *        manager (JDBC, JPA) when {@code consumers} has an enlistment (set by the starter, see
+     *        {@link TransactionalConsumerFactory#setEnlistment}), so that the database and the session commit together
      * @param groupId the share group
      * @param topics the topics to subscribe to
      * @param keyDeserializer a new key deserializer per consumer
@@ -128,7 +132,7 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
      * @param listener the application's code
      */
     public SessionShareListenerContainer(String name, TransactionalConsumerFactory consumers,
-            SessionTransactionManager transactionManager, String groupId, List<String> topics,
+            PlatformTransactionManager transactionManager, String groupId, List<String> topics,
             Supplier<Deserializer<K>> keyDeserializer, Supplier<Deserializer<V>> valueDeserializer,
             ShareRecordListener<K, V> listener) {
         this.name = Objects.requireNonNull(name, "name");

@@ -10,6 +10,7 @@ import io.github.txnsession.kafka.TransactionalShareConsumer;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.serialization.Deserializer;
+import org.jspecify.annotations.Nullable;
 
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
@@ -40,6 +41,7 @@ public class TransactionalConsumerFactory {
 
     private final TransactionSessionPool pool;
     private final Map<String, Object> consumerConfigs;
+    private volatile @Nullable SessionEnlistment enlistment;
 
     /**
      * @param pool the pool of the transaction manager whose transactions consumers are bound to
@@ -50,6 +52,23 @@ public class TransactionalConsumerFactory {
     public TransactionalConsumerFactory(TransactionSessionPool pool, Map<String, ?> consumerConfigs) {
         this.pool = Objects.requireNonNull(pool, "pool");
         this.consumerConfigs = Map.copyOf(new HashMap<>(Objects.requireNonNull(consumerConfigs, "consumerConfigs")));
+    }
+
+    /**
+     * Lets consumers be bound in transactions of the application's own transaction manager: when the current
+     * transaction has no session yet, {@code enlistment} enlists one (as a first send would), and the consumer is
+     * bound to it. The starter sets it whenever it enlists sessions in the application's manager.
+     *
+     * @param enlistment enlists a session of this factory's pool in the current transaction; null to bind only in
+     *        transactions that have a session already (a {@link SessionTransactionManager}'s)
+     * @throws IllegalArgumentException if {@code enlistment} enlists sessions of another pool
+     */
+    public void setEnlistment(@Nullable SessionEnlistment enlistment) {
+        if (enlistment != null && enlistment.getPool() != this.pool) {
+            throw new IllegalArgumentException("The enlistment enlists sessions of pool " + enlistment.getPool()
+                    + ", but this factory binds consumers to sessions of pool " + this.pool + "; use one pool");
+        }
+        this.enlistment = enlistment;
     }
 
     /**
@@ -169,10 +188,15 @@ public class TransactionalConsumerFactory {
 
     private TransactionSession currentSession() {
         SessionResourceHolder holder = SessionResourceHolder.current(this.pool);
+        SessionEnlistment enlist = this.enlistment;
+        if (holder == null && enlist != null && SessionEnlistment.canEnlist()) {
+            holder = enlist.enlist();
+        }
         if (holder == null) {
             throw new IllegalStateException("No transaction session is bound to thread '"
                     + Thread.currentThread().getName() + "': bind consumers inside a transaction of the "
-                    + "SessionTransactionManager over pool " + this.pool + " (@Transactional or TransactionTemplate)");
+                    + "SessionTransactionManager over pool " + this.pool + ", or of the application's transaction "
+                    + "manager when an enlistment is set (@Transactional or TransactionTemplate)");
         }
         holder.markConsumersBound();
         return holder.session();
