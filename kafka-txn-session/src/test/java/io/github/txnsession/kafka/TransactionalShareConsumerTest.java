@@ -223,6 +223,60 @@ class TransactionalShareConsumerTest {
      * receives its records and the ACCEPTs are applied after commit; without heartbeat the locks expire and another
      * member receives them (the control that shows the test can fail).
      */
+    /**
+     * With retain on, an abort keeps the records: the next transaction processes them again without a redelivery
+     * (here without the first, which it releases); by default an abort releases them all.
+     */
+    @Test
+    void anAbortKeepsTheRecordsWhenRetainIsOnAndReleasesThemOtherwise() throws Exception {
+        String input = EmbeddedKafkaCluster.uniqueName("retain-in");
+        String output = EmbeddedKafkaCluster.uniqueName("retain-out");
+        kafka.cluster().createTopics(1, input, output);
+        produceInputs(input, 1, 5);
+        String group = shareGroup("retain-group", "15000");
+        try (TransactionSession session = session("retain");
+                TransactionalShareConsumer<String, String> consumer = shareConsumer(group, 5)) {
+            SessionProducer<String, String> out = new SessionProducer<>(session, new StringSerializer(),
+                    new StringSerializer());
+            consumer.setRetainRecordsOnAbort(true);
+            consumer.subscribe(List.of(input));
+            consumer.bindTransactionSession(session);
+            List<ConsumerRecord<String, String>> records = new ArrayList<>();
+            pollNonEmpty(consumer).forEach(records::add);
+            assertThat(records).as("the 5 records in one poll").hasSize(5);
+            session.beginTransaction();
+            for (ConsumerRecord<String, String> r : records) {
+                out.send(new ProducerRecord<>(output, r.value(), r.value()));
+                consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+                assertThat(consumer.holds(r)).as("acknowledged in the open transaction").isFalse();
+            }
+            session.abortTransaction();
+            assertThat(records).allMatch(consumer::holds);
+            session.beginTransaction();
+            consumer.acknowledge(records.get(0), AcknowledgeType.RELEASE);
+            for (ConsumerRecord<String, String> r : records.subList(1, 5)) {
+                out.send(new ProducerRecord<>(output, r.value(), r.value()));
+                consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+            }
+            session.commitTransaction();
+            assertThat(records).noneMatch(consumer::holds);
+            assertThat(outputCounts(output)).containsOnlyKeys(records.subList(1, 5).stream()
+                .map(ConsumerRecord::value).toList()).allSatisfy((k, n) -> assertThat(n).isEqualTo(1));
+            // only the released record comes back, delivered a second time
+            ConsumerRecords<String, String> again = pollNonEmpty(consumer);
+            assertThat(again).extracting(ConsumerRecord::value).containsExactly(records.get(0).value());
+            assertThat(again.iterator().next().deliveryCount()).contains((short) 2);
+
+            consumer.setRetainRecordsOnAbort(false);
+            session.beginTransaction();
+            ConsumerRecord<String, String> last = again.iterator().next();
+            consumer.acknowledge(last, AcknowledgeType.ACCEPT);
+            session.abortTransaction();
+            assertThat(consumer.holds(last)).as("released by the abort").isFalse();
+            assertThat(pollNonEmpty(consumer).iterator().next().deliveryCount()).contains((short) 3);
+        }
+    }
+
     @Test
     void heartbeatRenewsAcquisitionLocksInALongTransaction() throws Exception {
         assertThat(longTransaction(true)).as("records another member received while the transaction was open")
