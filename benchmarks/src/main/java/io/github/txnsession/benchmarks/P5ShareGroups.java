@@ -31,7 +31,7 @@ import org.jspecify.annotations.Nullable;
  * <li>a) {@code KafkaShareConsumer} in explicit mode, no transactions: send the batch's output with a plain
  * (idempotent) producer, flush it, ACCEPT each record (sent with the next poll), at least once;</li>
  * <li>b) {@code TransactionalShareConsumer} bound to a session: begin, send through a {@code SessionProducer},
- * ACCEPT each record (held by the transaction), commit (the acknowledgements go out right after).</li>
+ * ACCEPT each record (held by the transaction), commit (the acknowledgements go out with the next poll).</li>
  * <li>c) b with a {@code ShareOutcomeLedger}: each transaction also writes its outcome entry (and flushes it before
  * the lock check), which closes the window between commit and acknowledgement.</li>
  * </ul>
@@ -158,6 +158,7 @@ final class P5ShareGroups {
             consumer.bindTransactionSession(session);
             Seen seen = new Seen();
             long t0 = 0;
+            int transactions = 0;
             while (seen.distinct < records) {
                 ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(100));
                 if (batch.isEmpty()) {
@@ -167,6 +168,7 @@ final class P5ShareGroups {
                     t0 = System.nanoTime();
                 }
                 session.beginTransaction();
+                transactions++;
                 for (ConsumerRecord<String, String> r : batch) {
                     producer.send(new ProducerRecord<>(this.out, r.key(), r.value()));
                     consumer.acknowledge(r, AcknowledgeType.ACCEPT);
@@ -176,6 +178,8 @@ final class P5ShareGroups {
             }
             double seconds = (System.nanoTime() - t0) / 1e9;
             consumer.unbindTransactionSession();
+            Bench.log("P5 %s: %d transactions, %.0f records each", ledger == null ? "b" : "c", transactions,
+                    (double) records / transactions);
             return seconds;
         }
     }

@@ -17,6 +17,7 @@ import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import org.springframework.transaction.HeuristicCompletionException;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
@@ -44,11 +45,14 @@ final class ShareBatchProcessor<K, V> {
     private static final Logger log = LoggerFactory.getLogger(ShareBatchProcessor.class);
     private static final long FIRST_BACK_OFF_MS = 500;
     private static final long MAX_BACK_OFF_MS = 10_000;
+    private static final int TRANSIENT_FAILURES_BEFORE_SPLIT = 2;
 
     private final SessionShareListenerContainer<K, V> container;
     private final TransactionalShareConsumer<K, V> consumer;
     private final TransactionTemplate transactions;
     private final BooleanSupplier running;
+    /** when the held records' locks were last renewed (or the poll returned them), System.nanoTime */
+    private long lastRenewal;
 
     ShareBatchProcessor(SessionShareListenerContainer<K, V> container, TransactionalShareConsumer<K, V> consumer,
             TransactionTemplate transactions, BooleanSupplier running) {
@@ -62,7 +66,8 @@ final class ShareBatchProcessor<K, V> {
     /** Processes {@code records}; on return each is acknowledged, released, or no longer held. */
     void process(List<ConsumerRecord<K, V>> records) {
         Deque<Work<K, V>> queue = new ArrayDeque<>();
-        queue.add(new Work<>(records, this.container.maxRecordsPerTransaction()));
+        queue.add(new Work<>(records, this.container.maxRecordsPerTransaction(), 0));
+        this.lastRenewal = System.nanoTime();
         long backOff = FIRST_BACK_OFF_MS;
         while (!queue.isEmpty()) {
             Work<K, V> work = queue.pollFirst();
@@ -74,26 +79,47 @@ final class ShareBatchProcessor<K, V> {
                 releaseAll(held);
                 continue;
             }
+            renewIfDue();
             List<ConsumerRecord<K, V>> chunk = held.subList(0, Math.min(work.limit(), held.size()));
             if (chunk.size() < held.size()) {
-                queue.addFirst(new Work<>(held.subList(chunk.size(), held.size()), work.limit()));
+                queue.addFirst(new Work<>(held.subList(chunk.size(), held.size()), work.limit(), 0));
             }
             Attempt<K, V> attempt = transact(chunk);
             if (attempt.failure() == null) {
                 backOff = FIRST_BACK_OFF_MS;
-                this.container.committed(attempt.ran());
+                this.container.committed(attempt.acknowledged());
                 if (attempt.ran() < chunk.size()) { // the time bound ended the transaction early
-                    queue.addFirst(new Work<>(chunk.subList(attempt.ran(), chunk.size()), work.limit()));
+                    queue.addFirst(new Work<>(chunk.subList(attempt.ran(), chunk.size()), work.limit(), 0));
                 }
                 continue;
             }
             RuntimeException failure = attempt.failure();
             Throwable cause = failure instanceof ListenerFailedException lf ? lf.getCause() : failure;
+            if (mayHaveCommittedInPart(failure)) {
+                // the database and Kafka may have ended differently: running the records again could repeat what
+                // committed. Hand them back to the group (a redelivery is looked up in the ledger, if one is used)
+                log.error("Share listener '{}': a transaction of {} record(s) ended with a heuristic outcome ({}); "
+                        + "releasing them rather than running them again", this.container.name(), chunk.size(),
+                        cause.toString());
+                releaseAll(held(chunk));
+                continue;
+            }
             if (SessionAfterRollbackProcessor.isTransient(failure)) {
+                int attempts = work.transientFailures() + 1;
+                if (chunk.size() > 1 && attempts >= TRANSIENT_FAILURES_BEFORE_SPLIT) {
+                    // may be the transaction's size (a timeout shorter than the work) or one record misread as
+                    // transient: go on in halves
+                    int half = chunk.size() / 2;
+                    queue.addFirst(new Work<>(chunk.subList(half, chunk.size()), chunk.size() - half, 0));
+                    queue.addFirst(new Work<>(chunk.subList(0, half), half, 0));
+                }
+                else {
+                    queue.addFirst(new Work<>(chunk, work.limit(), attempts));
+                }
                 log.warn("Share listener '{}': a transaction of {} record(s) rolled back on a transient failure ({}); "
-                        + "running it again in {} ms", this.container.name(), chunk.size(), cause.toString(),
+                        + "running {} again in {} ms", this.container.name(), chunk.size(), cause.toString(),
+                        chunk.size() > 1 && attempts >= TRANSIENT_FAILURES_BEFORE_SPLIT ? "them in halves" : "it",
                         backOff);
-                queue.addFirst(new Work<>(chunk, work.limit()));
                 pause(backOff);
                 backOff = Math.min(backOff * 2, MAX_BACK_OFF_MS);
                 continue;
@@ -105,18 +131,35 @@ final class ShareBatchProcessor<K, V> {
                 log.info("Share listener '{}': a transaction of {} record(s) failed, naming no record ({}); running "
                         + "each half in a transaction of its own", this.container.name(), chunk.size(), cause.toString());
                 int half = chunk.size() / 2;
-                queue.addFirst(new Work<>(chunk.subList(half, chunk.size()), chunk.size() - half));
-                queue.addFirst(new Work<>(chunk.subList(0, half), half));
+                queue.addFirst(new Work<>(chunk.subList(half, chunk.size()), chunk.size() - half, 0));
+                queue.addFirst(new Work<>(chunk.subList(0, half), half, 0));
                 continue;
             }
             ConsumerRecord<K, V> failed = culprit != null ? culprit : chunk.get(0);
             List<ConsumerRecord<K, V>> rest = new ArrayList<>(chunk);
             rest.remove(failed);
             if (!rest.isEmpty()) {
-                queue.addFirst(new Work<>(rest, work.limit()));
+                queue.addFirst(new Work<>(rest, work.limit(), 0));
             }
             recordFailed(failed, cause instanceof Exception ex ? ex : failure);
         }
+        List<ConsumerRecord<K, V>> left = held(records);
+        if (!left.isEmpty()) { // not expected: every branch above acknowledges, releases or drops what it holds
+            log.warn("Share listener '{}': releasing {} record(s) left unacknowledged", this.container.name(),
+                    left.size());
+            releaseAll(left);
+        }
+    }
+
+    /** A heuristic outcome: the database and Kafka (or Kafka and its decision) may have ended differently. */
+    private static boolean mayHaveCommittedInPart(Throwable failure) {
+        int depth = 0;
+        for (Throwable t = failure; t != null && depth < 16; t = t.getCause(), depth++) {
+            if (t instanceof HeuristicCompletionException) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private static boolean noticedEarlierFailure(Throwable failure) {
@@ -133,22 +176,17 @@ final class ShareBatchProcessor<K, V> {
     private Attempt<K, V> transact(List<ConsumerRecord<K, V>> chunk) {
         long start = System.nanoTime();
         long maxNanos = this.container.maxTransactionTime().toNanos();
-        long renewNanos = renewInterval();
-        int[] ran = { 0 };
+        int[] ran = { 0, 0 };
         @SuppressWarnings("unchecked")
         ConsumerRecord<K, V>[] current = new ConsumerRecord[1];
         try {
             this.transactions.executeWithoutResult(status -> {
                 this.container.consumers().bindToCurrentTransaction(this.consumer);
-                long lastRenewal = start;
                 for (ConsumerRecord<K, V> record : chunk) {
                     if (ran[0] > 0 && System.nanoTime() - start >= maxNanos) {
                         return; // commit what ran; the rest goes into the next transaction
                     }
-                    if (System.nanoTime() - lastRenewal >= renewNanos) {
-                        this.consumer.heartbeat(); // renews the locks of what this transaction still has to do
-                        lastRenewal = System.nanoTime();
-                    }
+                    renewIfDue(); // the locks of what this transaction still has to do, and the session's
                     ran[0]++;
                     if (!this.consumer.holds(record)) {
                         continue; // its lock was lost: the group delivers it again
@@ -157,47 +195,52 @@ final class ShareBatchProcessor<K, V> {
                     AcknowledgeType type = invoke(record);
                     current[0] = null;
                     this.consumer.acknowledge(record, type == null ? AcknowledgeType.ACCEPT : type);
+                    ran[1]++;
                 }
             });
-            return new Attempt<>(ran[0], null, null);
+            return new Attempt<>(ran[0], ran[1], null, null);
         }
         catch (RuntimeException ex) {
-            return new Attempt<>(ran[0], ex, current[0]);
+            return new Attempt<>(ran[0], 0, ex, current[0]);
         }
     }
 
-    /** The listener failed on {@code record}: dead-letter it on its last allowed delivery, or release it. */
+    /**
+     * The listener failed on {@code record}: dead-letter it on its last allowed delivery (a transient failure of the
+     * dead-letter transaction is retried while the container runs), or release it.
+     */
     private void recordFailed(ConsumerRecord<K, V> record, Exception failure) {
-        this.container.failed();
         if (!this.consumer.holds(record)) {
             return;
         }
+        this.container.failed();
         int delivery = record.deliveryCount().map(Short::intValue).orElse(1);
         ShareDeadLetterHandler<K, V> handler = this.container.deadLetterHandler();
         if (handler != null && delivery >= this.container.maxDeliveries()) {
-            try {
-                this.transactions.executeWithoutResult(status -> {
-                    this.container.consumers().bindToCurrentTransaction(this.consumer);
-                    try {
-                        handler.deadLetter(record, failure);
+            long backOff = FIRST_BACK_OFF_MS;
+            while (this.consumer.holds(record) && this.running.getAsBoolean()) {
+                try {
+                    renewIfDue();
+                    deadLetter(handler, record, failure);
+                    this.container.deadLettered();
+                    log.warn("Share listener '{}': {}-{}@{} failed on delivery {} ({}); dead-lettered and rejected",
+                            this.container.name(), record.topic(), record.partition(), record.offset(), delivery,
+                            failure.toString());
+                    return;
+                }
+                catch (RuntimeException ex) {
+                    if (!SessionAfterRollbackProcessor.isTransient(ex) || mayHaveCommittedInPart(ex)) {
+                        log.error("Share listener '{}': dead-lettering {}-{}@{} failed ({}); releasing it",
+                                this.container.name(), record.topic(), record.partition(), record.offset(),
+                                ex.toString());
+                        break;
                     }
-                    catch (RuntimeException ex) {
-                        throw ex;
-                    }
-                    catch (Exception ex) {
-                        throw new ListenerFailedException(ex);
-                    }
-                    this.consumer.acknowledge(record, AcknowledgeType.REJECT);
-                });
-                this.container.deadLettered();
-                log.warn("Share listener '{}': {}-{}@{} failed on delivery {} ({}); dead-lettered and rejected",
-                        this.container.name(), record.topic(), record.partition(), record.offset(), delivery,
-                        failure.toString());
-                return;
-            }
-            catch (RuntimeException ex) {
-                log.error("Share listener '{}': dead-lettering {}-{}@{} failed ({}); releasing it", this.container.name(),
-                        record.topic(), record.partition(), record.offset(), ex.toString());
+                    log.warn("Share listener '{}': dead-lettering {}-{}@{} failed on a transient failure ({}); trying "
+                            + "again in {} ms", this.container.name(), record.topic(), record.partition(),
+                            record.offset(), ex.toString(), backOff);
+                    pause(backOff);
+                    backOff = Math.min(backOff * 2, MAX_BACK_OFF_MS);
+                }
             }
         }
         else {
@@ -208,6 +251,23 @@ final class ShareBatchProcessor<K, V> {
         if (this.consumer.holds(record)) {
             this.consumer.acknowledge(record, AcknowledgeType.RELEASE);
         }
+    }
+
+    /** One transaction: the handler's output, and the record REJECTed. */
+    private void deadLetter(ShareDeadLetterHandler<K, V> handler, ConsumerRecord<K, V> record, Exception failure) {
+        this.transactions.executeWithoutResult(status -> {
+            this.container.consumers().bindToCurrentTransaction(this.consumer);
+            try {
+                handler.deadLetter(record, failure);
+            }
+            catch (RuntimeException ex) {
+                throw ex;
+            }
+            catch (Exception ex) {
+                throw new ListenerFailedException(ex);
+            }
+            this.consumer.acknowledge(record, AcknowledgeType.REJECT);
+        });
     }
 
     private @Nullable AcknowledgeType invoke(ConsumerRecord<K, V> record) {
@@ -238,6 +298,14 @@ final class ShareBatchProcessor<K, V> {
         }
     }
 
+    /** Renews the held records' locks (and the bound session's transaction) once a third of their duration passed. */
+    private void renewIfDue() {
+        if (System.nanoTime() - this.lastRenewal >= renewInterval()) {
+            this.consumer.heartbeat();
+            this.lastRenewal = System.nanoTime();
+        }
+    }
+
     /** Renew the locks after a third of their duration (never, while the broker has not said how long they are). */
     private long renewInterval() {
         return this.consumer.acquisitionLockTimeoutMs()
@@ -245,20 +313,19 @@ final class ShareBatchProcessor<K, V> {
             .orElse(Long.MAX_VALUE);
     }
 
-    /** Waits {@code millis} or until the container stops, renewing the held records' locks meanwhile. */
+    /** Waits {@code millis} or until the container stops, renewing the held records' locks when due meanwhile. */
     private void pause(long millis) {
-        long renewMs = TimeUnit.NANOSECONDS.toMillis(Math.min(renewInterval(), TimeUnit.SECONDS.toNanos(1)));
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
         while (this.running.getAsBoolean()) {
             long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
             if (left <= 0) {
                 return;
             }
-            if (!this.container.awaitStop(Math.min(left, renewMs))) {
+            if (!this.container.awaitStop(Math.min(left, 1000))) {
                 return; // stopping
             }
             try {
-                this.consumer.heartbeat();
+                renewIfDue();
             }
             catch (RuntimeException ex) {
                 log.debug("Renewing locks during the back-off failed: {}", ex.toString());
@@ -266,12 +333,18 @@ final class ShareBatchProcessor<K, V> {
         }
     }
 
-    /** Records to run, and how many of them one transaction may take. */
-    private record Work<K, V>(List<ConsumerRecord<K, V>> records, int limit) {
+    /**
+     * Records to run, how many of them one transaction may take, and how many transient failures in a row they met.
+     */
+    private record Work<K, V>(List<ConsumerRecord<K, V>> records, int limit, int transientFailures) {
     }
 
-    /** How a transaction went: how many records it ran, and the failure and the record it happened on, if any. */
-    private record Attempt<K, V>(int ran, @Nullable RuntimeException failure, @Nullable ConsumerRecord<K, V> failedOn) {
+    /**
+     * How a transaction went: how many records it went through and acknowledged, and the failure and the record it
+     * happened on, if any.
+     */
+    private record Attempt<K, V>(int ran, int acknowledged, @Nullable RuntimeException failure,
+            @Nullable ConsumerRecord<K, V> failedOn) {
     }
 
     /** Carries a checked exception of the application through the transaction template. */

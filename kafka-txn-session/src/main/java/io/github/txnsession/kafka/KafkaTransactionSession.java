@@ -750,8 +750,9 @@ final class KafkaTransactionSession implements TransactionSession {
     }
 
     /**
-     * The transaction can no longer commit and the session is done: FATAL_ERROR, and the participants are told the
-     * transaction ended without a commit (consumers rewind, share consumers release). Takes the write lock unless
+     * The transaction can no longer commit here and the session is done: FATAL_ERROR, and the participants are told
+     * the transaction ended without a commit (consumers rewind, share consumers release), or, if it was PREPARED, that
+     * its outcome is unknown (someone holding its identity may still commit it). Takes the write lock unless
      * the calling thread is inside a send; then the participants are told by the next call on the session.
      *
      * @param generation only act if the session is still on this transaction (null: the current one)
@@ -777,7 +778,12 @@ final class KafkaTransactionSession implements TransactionSession {
             }
             forceState(SessionState.FATAL_ERROR);
             this.producerIdentity = null;
-            if (isOpen(s) && !isResumed()) {
+            if (s == SessionState.PREPARED && !isResumed()) {
+                // its identity was handed out (or a commit may be in flight): another committer, a recovery reading
+                // a decision, can still commit it, so participants must not treat it as aborted
+                notifyUnknown();
+            }
+            else if (isOpen(s) && !isResumed()) {
                 notifyEnd(false);
             }
         }

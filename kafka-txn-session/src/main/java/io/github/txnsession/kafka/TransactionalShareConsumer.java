@@ -47,9 +47,13 @@ import org.slf4j.LoggerFactory;
  * <h2>Guarantees, while bound and a transaction is open</h2>
  * <ul>
  * <li>{@code acknowledge(record, ACCEPT | REJECT | RELEASE)} is kept, not sent (through
- * {@link TransactionSession#addShareAcksToTransaction}). After the transaction commits they are sent; after it
- * aborts they are dropped and every record this consumer holds is RELEASEd, so the group delivers it again at once
- * (its delivery count goes up by one).</li>
+ * {@link TransactionSession#addShareAcksToTransaction}). After the transaction commits they are handed to the
+ * wrapped consumer, which sends them with its next {@link #poll} (or {@link #commitSync}, {@link #close}), as
+ * {@code KafkaShareConsumer} does in explicit mode; with an {@link #useOutcomeLedger outcome ledger} they are sent at
+ * once, since the ledger learns from the answer which records it can forget. After an abort they are dropped and
+ * every record this consumer holds is RELEASEd, so the group delivers it again at once (its delivery count goes up
+ * by one), unless {@link #setRetainRecordsOnAbort retained}. When the outcome is unknown (a commit that may have
+ * happened), the records are always released.</li>
  * <li>{@code acknowledge(record, RENEW)} is sent at once: it extends the record's acquisition lock.
  * {@link #heartbeat()}, called on the consumer's thread, renews the locks of every record this consumer holds, for
  * transactions that outlast the lock ({@code group.share.record.lock.duration.ms}, 30 s by default). A record whose
@@ -382,17 +386,15 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
 
     /**
      * @param record a record this consumer's {@link #poll} returned
-     * @return whether this consumer still holds it: delivered, its lock not known to be lost or expired, and not
-     *         acknowledged (an acknowledgement the open transaction holds counts as acknowledged)
+     * @return whether this consumer still holds it: delivered, its lock not known to be lost (a renewal that did not
+     *         come back, a release after an abort), and not acknowledged (an acknowledgement the open transaction
+     *         holds counts as acknowledged). A held record must be acknowledged before the next {@link #poll}. Its
+     *         lock may still have expired at the broker by now: renew long work with {@link #heartbeat()}.
      */
     public boolean holds(ConsumerRecord<?, ?> record) {
         ShareRecordId id = ShareRecordId.of(record);
-        long lockMs = this.lockTimeoutMs;
         synchronized (this.track) {
-            if (!this.held.containsKey(id) || this.buffered.containsKey(id) || this.outgoing.containsKey(id)) {
-                return false;
-            }
-            return !lockExpired(id, lockMs, System.nanoTime());
+            return this.held.containsKey(id) && !this.buffered.containsKey(id) && !this.outgoing.containsKey(id);
         }
     }
 
@@ -980,7 +982,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     Set<ShareRecordId> sent = new HashSet<>(TransactionalShareConsumer.this.buffered.keySet());
                     TransactionalShareConsumer.this.outgoing.putAll(TransactionalShareConsumer.this.buffered);
                     TransactionalShareConsumer.this.buffered.clear();
-                    Set<TopicIdPartition> failed = flushOutgoing(true);
+                    Set<TopicIdPartition> failed = flushOutgoing(TransactionalShareConsumer.this.ledger != null);
                     confirmed(sent, failed);
                     if (!failed.isEmpty()) {
                         log.error("Transaction of session '{}' committed, but acknowledging its records on {} failed: "
@@ -1038,7 +1040,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                         return;
                     }
                     // released with the rest, delivered again
-                    TransactionalShareConsumer.this.stash.removeIf(r -> release.contains(ShareRecordId.of(r)));
+                    Set<ShareRecordId> released = new HashSet<>(release);
+                    TransactionalShareConsumer.this.stash.removeIf(r -> released.contains(ShareRecordId.of(r)));
                     for (ShareRecordId id : release) {
                         TransactionalShareConsumer.this.outgoing.putIfAbsent(id, AcknowledgeType.RELEASE);
                     }
