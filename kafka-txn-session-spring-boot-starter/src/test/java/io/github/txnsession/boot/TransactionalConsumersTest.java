@@ -17,6 +17,7 @@ import io.github.txnsession.kafka.TransactionalConsumer;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import io.github.txnsession.spring.CurrentTransactionSession;
 import io.github.txnsession.spring.SessionShareListenerContainer;
+import io.github.txnsession.spring.SessionShareKafkaListenerContainerFactory;
 import io.github.txnsession.spring.ShareDeadLetterHandler;
 import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.TransactionalConsumerFactory;
@@ -43,6 +44,8 @@ import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.kafka.annotation.KafkaListener;
+import org.springframework.kafka.core.DefaultShareConsumerFactory;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.transaction.TransactionSystemException;
 import org.springframework.transaction.support.TransactionSynchronization;
@@ -75,14 +78,21 @@ class TransactionalConsumersTest {
     static final String BATCH_RESULTS = "batch-results";
     static final String BATCH_GROUP = "batch-workers";
     static final int BATCH_TASK_COUNT = 60;
+    static final String LISTENER_TASKS = "listener-tasks";
+    static final String LISTENER_RESULTS = "listener-results";
+    static final String LISTENER_GROUP = "listener-workers";
+    static final int LISTENER_TASK_COUNT = 30;
 
     static ConfigurableApplicationContext context;
 
     @BeforeAll
     static void start() throws Exception {
         kafka.cluster().createTopics(1, LOOP_IN, LOOP_OUT, TASKS, RESULTS, BATCH_TASKS, BATCH_RESULTS,
-                BATCH_TASKS + "-dlt");
+                BATCH_TASKS + "-dlt", LISTENER_TASKS, LISTENER_RESULTS);
         kafka.cluster().admin().incrementalAlterConfigs(Map.of(
+                new ConfigResource(ConfigResource.Type.GROUP, LISTENER_GROUP),
+                List.of(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                        AlterConfigOp.OpType.SET)),
                 new ConfigResource(ConfigResource.Type.GROUP, BATCH_GROUP),
                 List.of(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
                         AlterConfigOp.OpType.SET)),
@@ -103,6 +113,9 @@ class TransactionalConsumersTest {
             }
             for (int i = 0; i < BATCH_TASK_COUNT; i++) {
                 producer.send(new ProducerRecord<>(BATCH_TASKS, String.format("b-%02d", i), "task " + i));
+            }
+            for (int i = 0; i < LISTENER_TASK_COUNT; i++) {
+                producer.send(new ProducerRecord<>(LISTENER_TASKS, String.format("k-%02d", i), "task " + i));
             }
         }
         context = new SpringApplicationBuilder(App.class)
@@ -277,6 +290,31 @@ class TransactionalConsumersTest {
             .until(() -> worker.maxDelivery().values().stream().allMatch(d -> d <= 2));
     }
 
+    /**
+     * A {@code @KafkaListener} on a {@link SessionShareKafkaListenerContainerFactory}: each record's output commits in
+     * its transaction before the container ACCEPTs it; a rolled-back record is released and done on its next delivery;
+     * a transient failure is run again on the same delivery.
+     */
+    @Test
+    void aShareKafkaListenerRunsEachRecordInATransaction() {
+        ListenerWorker worker = context.getBean(ListenerWorker.class);
+        await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
+            .until(() -> CommittedReader.readToEnd(kafka.bootstrapServers(), LISTENER_RESULTS, true).size()
+                    >= LISTENER_TASK_COUNT);
+        // acknowledged after commit: nothing more comes for a while
+        await().during(Duration.ofSeconds(3)).atMost(Duration.ofSeconds(5))
+            .until(() -> worker.invocations().values().stream().mapToInt(Integer::intValue).sum()
+                    == LISTENER_TASK_COUNT + LISTENER_TASK_COUNT / 5 + 1);
+        List<ConsumerRecord<String, String>> results = CommittedReader.readToEnd(kafka.bootstrapServers(),
+                LISTENER_RESULTS, true);
+        assertThat(results).extracting(ConsumerRecord::key).doesNotHaveDuplicates().hasSize(LISTENER_TASK_COUNT);
+        worker.maxDelivery().forEach((key, delivery) -> assertThat(delivery).as(key)
+            .isEqualTo(ListenerWorker.failsOnce(key) ? 2 : 1));
+        assertThat(CommittedReader.readToEnd(kafka.bootstrapServers(), LISTENER_RESULTS, false))
+            .as("the rolled-back attempts wrote, and were aborted")
+            .hasSizeGreaterThan(LISTENER_TASK_COUNT);
+    }
+
     private static String header(ConsumerRecord<?, ?> r, String name) {
         return new String(r.headers().lastHeader(name).value(), StandardCharsets.UTF_8);
     }
@@ -313,6 +351,20 @@ class TransactionalConsumersTest {
         }
 
         @Bean
+        ListenerWorker listenerWorker(KafkaTemplate<Object, Object> template) {
+            return new ListenerWorker(template);
+        }
+
+        @Bean
+        SessionShareKafkaListenerContainerFactory<String, String> sessionShareFactory(
+                SessionTransactionManager transactionManager) {
+            Map<String, Object> configs = Map.of("bootstrap.servers", kafka.bootstrapServers());
+            DefaultShareConsumerFactory<String, String> consumers = new DefaultShareConsumerFactory<>(configs,
+                    StringDeserializer::new, StringDeserializer::new);
+            return new SessionShareKafkaListenerContainerFactory<>(consumers, transactionManager);
+        }
+
+        @Bean
         BatchWorker batchWorker(KafkaTemplate<Object, Object> template) {
             return new BatchWorker(template);
         }
@@ -327,6 +379,49 @@ class TransactionalConsumersTest {
             container.setPollTimeout(Duration.ofMillis(200));
             container.setDeadLetterHandler(2, ShareDeadLetterHandler.toTopic(template));
             return container;
+        }
+    }
+
+    /**
+     * A {@code @KafkaListener} share worker: a result per task; every fifth task fails on its first delivery (after
+     * sending), task k-01 fails once with a transient error.
+     */
+    static class ListenerWorker {
+
+        private final KafkaTemplate<Object, Object> template;
+        private final Map<String, Integer> invocations = new ConcurrentHashMap<>();
+        private final Map<String, Integer> maxDelivery = new ConcurrentHashMap<>();
+        private final AtomicBoolean transientFailed = new AtomicBoolean();
+
+        ListenerWorker(KafkaTemplate<Object, Object> template) {
+            this.template = template;
+        }
+
+        static boolean failsOnce(String key) {
+            return Integer.parseInt(key.substring(2)) % 5 == 0;
+        }
+
+        @KafkaListener(topics = LISTENER_TASKS, groupId = LISTENER_GROUP, containerFactory = "sessionShareFactory")
+        void onTask(ConsumerRecord<String, String> task) {
+            this.invocations.merge(task.key(), 1, Integer::sum);
+            int delivery = task.deliveryCount().map(Short::intValue).orElse(0);
+            this.maxDelivery.merge(task.key(), delivery, Math::max);
+            this.template.send(LISTENER_RESULTS, task.key(), "done: " + task.value());
+            if (task.key().equals("k-01") && this.transientFailed.compareAndSet(false, true)) {
+                throw new TimeoutException("injected transient failure on " + task.key());
+            }
+            if (failsOnce(task.key()) && delivery == 1) {
+                this.template.flush();
+                throw new IllegalStateException("injected failure on " + task.key());
+            }
+        }
+
+        Map<String, Integer> invocations() {
+            return this.invocations;
+        }
+
+        Map<String, Integer> maxDelivery() {
+            return this.maxDelivery;
         }
     }
 

@@ -32,8 +32,10 @@ import org.springframework.transaction.support.TransactionTemplate;
  * or through any other session participant commits together with the records' acknowledgements, and a failure rolls
  * them back together.
  *
- * <p>Why a container of our own: spring-kafka's {@code ShareKafkaMessageListenerContainer} (4.1) has no transaction
- * manager hook, so its acknowledgements cannot be tied to a transaction's outcome. This container is small: per
+ * <p>Why a container of our own: spring-kafka's {@code ShareKafkaMessageListenerContainer} (4.1) calls its listener
+ * once per record and has no transaction-manager hook; {@link SessionShareKafkaListenerContainerFactory} runs each of
+ * its records in a transaction, which keeps {@code @KafkaListener}, but cannot batch, renew locks or use a ledger.
+ * This container is small: per
  * thread, one {@link TransactionalShareConsumer} (explicit acknowledgement) polling; per poll, as few transactions as
  * {@link #setMaxRecordsPerTransaction} and {@link #setMaxTransactionTime} allow (1 and 1 record at a time if you set
  * the first to 1), in which the consumer is bound to the transaction's session, the listener runs on each record,

@@ -1,0 +1,189 @@
+package io.github.txnsession.spring;
+
+import java.time.Duration;
+import java.util.Objects;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ShareConsumer;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import org.springframework.kafka.config.KafkaListenerEndpoint;
+import org.springframework.kafka.config.ShareKafkaListenerContainerFactory;
+import org.springframework.kafka.core.ShareConsumerFactory;
+import org.springframework.kafka.listener.AcknowledgingShareConsumerAwareMessageListener;
+import org.springframework.kafka.listener.ContainerProperties;
+import org.springframework.kafka.listener.GenericMessageListener;
+import org.springframework.kafka.listener.ShareConsumerRecordRecoverer;
+import org.springframework.kafka.listener.ShareKafkaMessageListenerContainer;
+import org.springframework.kafka.support.ShareAcknowledgment;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.support.TransactionTemplate;
+
+/**
+ * A spring-kafka share listener container factory whose {@code @KafkaListener} methods run in transactions of a
+ * transaction manager a Kafka session takes part in (a {@link SessionTransactionManager}, or the application's own
+ * manager with the starter's enlistment): what the listener sends with the session-backed {@code KafkaTemplate} or
+ * writes to the database commits in the record's transaction, and the record is ACCEPTed only after that commit.
+ *
+ * <pre>{@code
+ * @Bean
+ * SessionShareKafkaListenerContainerFactory<String, String> shareFactory(ShareConsumerFactory<String, String> consumers,
+ *         PlatformTransactionManager transactionManager) {
+ *     return new SessionShareKafkaListenerContainerFactory<>(consumers, transactionManager);
+ * }
+ *
+ * @KafkaListener(topics = "tasks", groupId = "workers", containerFactory = "shareFactory")
+ * void onTask(String task) { template.send("results", done(task)); }
+ * }</pre>
+ *
+ * <h2>How it works, and why it is enough</h2>
+ * spring-kafka's share container (4.1) has no transaction-manager hook, but in {@code EXPLICIT} acknowledgement mode
+ * (the default) it calls the listener and then, on the same thread, ACCEPTs the record when the listener returned,
+ * or acknowledges it with its {@link ShareConsumerRecordRecoverer}'s answer when the listener threw; the
+ * acknowledgements go to the broker when the poll's records are done. This factory wraps each endpoint's listener so
+ * that the listener runs inside a transaction: a listener that returns has committed, so the container's ACCEPT
+ * follows the commit; one whose transaction rolled back throws, and the recoverer this factory sets by default
+ * RELEASEs the record for redelivery (spring-kafka's default REJECTs it, which would archive a record whose work
+ * never committed).
+ *
+ * <h2>Guarantees</h2>
+ * <ul>
+ * <li>A record is ACCEPTed only after its transaction committed; a record whose transaction rolled back is RELEASEd
+ * (or what a recoverer you set decides), never ACCEPTed.</li>
+ * <li>A transaction that fails on a transient failure (Kafka or the database as a service, classified as
+ * {@link SessionAfterRollbackProcessor} does) is run again on the same delivery after a back-off, for up to
+ * {@link #setTransientRetryTime} (default 10 s, keep it well under the record lock duration), so a short outage does
+ * not use up deliveries.</li>
+ * <li>Only {@code ShareAckMode.EXPLICIT} is accepted: in {@code IMPLICIT} mode the broker accepts every record at
+ * the next poll and in {@code MANUAL} mode the listener's acknowledgement is applied whatever the transaction does,
+ * so either would acknowledge records whose work rolled back. Creating a container in those modes fails.</li>
+ * </ul>
+ *
+ * <h2>Not guaranteed</h2>
+ * <ul>
+ * <li>One transaction per record (the container calls the listener per record; batch listeners are refused by
+ * spring-kafka). For a poll's records in one transaction, failure isolation, dead-lettering in the transaction and
+ * lock renewal, use {@link SessionShareListenerContainer}.</li>
+ * <li>The acknowledgement is sent after the commit, when the container finishes the poll's records: a crash in
+ * between redelivers records whose work committed (at most one duplicate each). This path has no outcome ledger;
+ * a listener can look a redelivered record ({@code deliveryCount() > 1}) up in its own database, as the task-worker
+ * sample does.</li>
+ * <li>The lock of a record is not renewed while its transaction runs: work longer than
+ * {@code share.record.lock.duration.ms} lets another consumer take the record.</li>
+ * </ul>
+ *
+ * @param <K> key type
+ * @param <V> value type
+ */
+public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaListenerContainerFactory<K, V> {
+
+    private static final Logger log = LoggerFactory.getLogger(SessionShareKafkaListenerContainerFactory.class);
+
+    private final TransactionTemplate transactions;
+    private Duration transientRetryTime = Duration.ofSeconds(10);
+
+    /**
+     * @param shareConsumerFactory makes the share consumers (spring-kafka's {@code DefaultShareConsumerFactory})
+     * @param transactionManager runs each record's transaction: a {@link SessionTransactionManager}, or the
+     *        application's own manager when the starter enlists sessions in it
+     */
+    public SessionShareKafkaListenerContainerFactory(ShareConsumerFactory<K, V> shareConsumerFactory,
+            PlatformTransactionManager transactionManager) {
+        super(Objects.requireNonNull(shareConsumerFactory, "shareConsumerFactory"));
+        this.transactions = new TransactionTemplate(Objects.requireNonNull(transactionManager, "transactionManager"));
+        setShareConsumerRecordRecoverer(ShareConsumerRecordRecoverer.RELEASING);
+    }
+
+    /**
+     * @param retryTime how long a record's transaction that fails transiently is run again on the same delivery
+     *        before the record is released (default 10 s); zero to release at once
+     */
+    public void setTransientRetryTime(Duration retryTime) {
+        Objects.requireNonNull(retryTime, "transientRetryTime");
+        if (retryTime.isNegative()) {
+            throw new IllegalArgumentException("transientRetryTime must not be negative, was " + retryTime);
+        }
+        this.transientRetryTime = retryTime;
+    }
+
+    @Override
+    protected void initializeContainer(ShareKafkaMessageListenerContainer<K, V> instance,
+            KafkaListenerEndpoint endpoint) {
+        super.initializeContainer(instance, endpoint);
+        ContainerProperties properties = instance.getContainerProperties();
+        if (properties.getShareAckMode() != ContainerProperties.ShareAckMode.EXPLICIT) {
+            throw new IllegalStateException("Share listener '" + endpoint.getId() + "' uses ShareAckMode."
+                    + properties.getShareAckMode() + ", but a SessionShareKafkaListenerContainerFactory needs EXPLICIT "
+                    + "(the default): in IMPLICIT mode the broker accepts records at the next poll and in MANUAL mode "
+                    + "the listener's acknowledgement applies whatever the transaction does, so records whose work "
+                    + "rolled back would be acknowledged. Remove the ack mode setting, or use a plain "
+                    + "ShareKafkaListenerContainerFactory for this listener.");
+        }
+        Object listener = properties.getMessageListener();
+        if (listener == null || listener instanceof TransactionalListener<?, ?>) {
+            return;
+        }
+        instance.setupMessageListener(new TransactionalListener<K, V>(listener, this.transactions,
+                this.transientRetryTime, endpoint.getId()));
+    }
+
+    /** Runs the endpoint's listener inside a transaction; see the factory. */
+    private static final class TransactionalListener<K, V> implements AcknowledgingShareConsumerAwareMessageListener<K, V> {
+
+        private final Object delegate;
+        private final TransactionTemplate transactions;
+        private final Duration transientRetryTime;
+        private final @Nullable String id;
+
+        TransactionalListener(Object delegate, TransactionTemplate transactions, Duration transientRetryTime,
+                @Nullable String id) {
+            this.delegate = delegate;
+            this.transactions = transactions;
+            this.transientRetryTime = transientRetryTime;
+            this.id = id;
+        }
+
+        @Override
+        @SuppressWarnings("unchecked")
+        public void onShareRecord(ConsumerRecord<K, V> record, @Nullable ShareAcknowledgment acknowledgment,
+                ShareConsumer<?, ?> consumer) {
+            long deadline = System.nanoTime() + this.transientRetryTime.toNanos();
+            long backOff = 200;
+            while (true) {
+                try {
+                    this.transactions.executeWithoutResult(status -> {
+                        if (this.delegate instanceof AcknowledgingShareConsumerAwareMessageListener<?, ?> aware) {
+                            ((AcknowledgingShareConsumerAwareMessageListener<K, V>) aware).onShareRecord(record,
+                                    acknowledgment, consumer);
+                        }
+                        else {
+                            ((GenericMessageListener<ConsumerRecord<K, V>>) this.delegate).onMessage(record);
+                        }
+                    });
+                    return;
+                }
+                catch (RuntimeException ex) {
+                    long left = deadline - System.nanoTime();
+                    if (!SessionAfterRollbackProcessor.isTransient(ex)
+                            || left <= TimeUnit.MILLISECONDS.toNanos(backOff)) {
+                        throw ex;
+                    }
+                    log.warn("Share listener '{}': the transaction of {}-{}@{} rolled back on a transient failure "
+                            + "({}); running it again in {} ms", this.id, record.topic(), record.partition(),
+                            record.offset(), ex.toString(), backOff);
+                    try {
+                        Thread.sleep(backOff); // back-off between attempts, on the container's own thread
+                    }
+                    catch (InterruptedException interrupted) {
+                        Thread.currentThread().interrupt();
+                        throw ex;
+                    }
+                    backOff = Math.min(backOff * 2, 2000);
+                }
+            }
+        }
+    }
+}
