@@ -109,6 +109,21 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
         this.transientRetryTime = retryTime;
     }
 
+    /**
+     * Refused: a container made here gets its listener later, through {@code setupMessageListener}, which this factory
+     * cannot wrap, so its records would be acknowledged outside any transaction. Use {@code @KafkaListener} endpoints
+     * with this factory, or a {@link SessionShareListenerContainer} for a container built in code.
+     *
+     * @throws UnsupportedOperationException always
+     */
+    @Override
+    public ShareKafkaMessageListenerContainer<K, V> createContainer(String... topics) {
+        throw new UnsupportedOperationException("A SessionShareKafkaListenerContainerFactory makes containers for "
+                + "@KafkaListener endpoints only: a container created with createContainer(topics) gets its listener "
+                + "later, unwrapped, and would acknowledge records outside any transaction. Use a "
+                + "SessionShareListenerContainer for a share container built in code.");
+    }
+
     @Override
     protected void initializeContainer(ShareKafkaMessageListenerContainer<K, V> instance,
             KafkaListenerEndpoint endpoint) {

@@ -1,0 +1,202 @@
+package io.github.txnsession.spring;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Collection;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.regex.Pattern;
+
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.common.errors.TimeoutException;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.jspecify.annotations.Nullable;
+import org.junit.jupiter.api.Test;
+
+import org.springframework.kafka.config.KafkaListenerEndpoint;
+import org.springframework.kafka.core.DefaultShareConsumerFactory;
+import org.springframework.kafka.listener.AcknowledgingShareConsumerAwareMessageListener;
+import org.springframework.kafka.listener.ContainerProperties;
+import org.springframework.kafka.listener.MessageListener;
+import org.springframework.kafka.listener.MessageListenerContainer;
+import org.springframework.kafka.listener.ShareKafkaMessageListenerContainer;
+import org.springframework.kafka.support.TopicPartitionOffset;
+import org.springframework.kafka.support.converter.MessageConverter;
+import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.support.AbstractPlatformTransactionManager;
+import org.springframework.transaction.support.DefaultTransactionStatus;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatIllegalStateException;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * The {@code @KafkaListener} share factory without a broker: what it wraps, what it refuses. (Against a broker:
+ * {@code TransactionalConsumersTest#aShareKafkaListenerRunsEachRecordInATransaction} in the starter.)
+ */
+class SessionShareKafkaListenerContainerFactoryTest {
+
+    private final CountingTransactionManager transactions = new CountingTransactionManager();
+    private final SessionShareKafkaListenerContainerFactory<String, String> factory =
+            new SessionShareKafkaListenerContainerFactory<>(new DefaultShareConsumerFactory<>(
+                    Map.of("bootstrap.servers", "localhost:9"), StringDeserializer::new, StringDeserializer::new),
+                    this.transactions);
+
+    private ShareKafkaMessageListenerContainer<String, String> container(MessageListener<String, String> listener) {
+        return this.factory.createListenerContainer(new Endpoint(listener));
+    }
+
+    @SuppressWarnings("unchecked")
+    private static void deliver(ShareKafkaMessageListenerContainer<String, String> container) {
+        Object wrapped = container.getContainerProperties().getMessageListener();
+        assertThat(wrapped).isInstanceOf(AcknowledgingShareConsumerAwareMessageListener.class);
+        ((AcknowledgingShareConsumerAwareMessageListener<String, String>) wrapped)
+            .onShareRecord(new ConsumerRecord<>("tasks", 0, 7L, "k", "v"), null, null);
+    }
+
+    @Test
+    void theListenerRunsInsideATransactionThatCommitsBeforeItReturns() {
+        List<Boolean> active = new ArrayList<>();
+        deliver(container(r -> active.add(TransactionSynchronizationManager.isActualTransactionActive())));
+        assertThat(active).containsExactly(true);
+        assertThat(this.transactions.commits).hasValue(1);
+        assertThat(this.transactions.rollbacks).hasValue(0);
+    }
+
+    @Test
+    void aFailingListenerRollsBackAndTheFailureReachesTheContainer() {
+        ShareKafkaMessageListenerContainer<String, String> container = container(r -> {
+            throw new IllegalStateException("bad record");
+        });
+        assertThatIllegalStateException().isThrownBy(() -> deliver(container)).withMessage("bad record");
+        assertThat(this.transactions.commits).hasValue(0);
+        assertThat(this.transactions.rollbacks).hasValue(1);
+    }
+
+    @Test
+    void aTransientFailureRunsAgainOnTheSameDelivery() {
+        this.factory.setTransientRetryTime(Duration.ofSeconds(5));
+        AtomicInteger attempts = new AtomicInteger();
+        deliver(container(r -> {
+            if (attempts.incrementAndGet() < 3) {
+                throw new TimeoutException("broker unavailable");
+            }
+        }));
+        assertThat(attempts).hasValue(3);
+        assertThat(this.transactions.rollbacks).hasValue(2);
+        assertThat(this.transactions.commits).hasValue(1);
+    }
+
+    @Test
+    void ackModesThatWouldAcknowledgeRolledBackWorkAreRefused() {
+        for (ContainerProperties.ShareAckMode mode : List.of(ContainerProperties.ShareAckMode.MANUAL,
+                ContainerProperties.ShareAckMode.IMPLICIT)) {
+            this.factory.getContainerProperties().setShareAckMode(mode);
+            assertThatIllegalStateException().isThrownBy(() -> container(r -> { }))
+                .withMessageContaining("ShareAckMode." + mode)
+                .withMessageContaining("needs EXPLICIT");
+        }
+    }
+
+    @Test
+    void programmaticContainersAreRefusedBecauseTheirListenerCannotBeWrapped() {
+        assertThatThrownBy(() -> this.factory.createContainer("tasks"))
+            .isInstanceOf(UnsupportedOperationException.class)
+            .hasMessageContaining("SessionShareListenerContainer");
+        assertThatThrownBy(() -> this.factory.setTransientRetryTime(Duration.ofSeconds(-1)))
+            .isInstanceOf(IllegalArgumentException.class);
+    }
+
+    /** An endpoint as {@code @KafkaListener} registers one: it sets up the container's listener. */
+    private record Endpoint(MessageListener<String, String> listener) implements KafkaListenerEndpoint {
+
+        @Override
+        public String getId() {
+            return "tasks-listener";
+        }
+
+        @Override
+        public String getGroupId() {
+            return "workers";
+        }
+
+        @Override
+        public @Nullable String getGroup() {
+            return null;
+        }
+
+        @Override
+        public Collection<String> getTopics() {
+            return List.of("tasks");
+        }
+
+        @Override
+        public TopicPartitionOffset @Nullable [] getTopicPartitionsToAssign() {
+            return null;
+        }
+
+        @Override
+        public @Nullable Pattern getTopicPattern() {
+            return null;
+        }
+
+        @Override
+        public @Nullable String getClientIdPrefix() {
+            return null;
+        }
+
+        @Override
+        public @Nullable Integer getConcurrency() {
+            return null;
+        }
+
+        @Override
+        public @Nullable Boolean getAutoStartup() {
+            return null;
+        }
+
+        @Override
+        public void setupListenerContainer(MessageListenerContainer container, @Nullable MessageConverter converter) {
+            container.setupMessageListener(this.listener);
+        }
+
+        @Override
+        public boolean isSplitIterables() {
+            return false;
+        }
+
+        @Override
+        public @Nullable String getAckMode() {
+            return null;
+        }
+    }
+
+    /** Counts commits and rollbacks; holds no resource. */
+    private static final class CountingTransactionManager extends AbstractPlatformTransactionManager {
+
+        private static final long serialVersionUID = 1L;
+        final AtomicInteger commits = new AtomicInteger();
+        final AtomicInteger rollbacks = new AtomicInteger();
+
+        @Override
+        protected Object doGetTransaction() {
+            return new Object();
+        }
+
+        @Override
+        protected void doBegin(Object transaction, TransactionDefinition definition) {
+        }
+
+        @Override
+        protected void doCommit(DefaultTransactionStatus status) {
+            this.commits.incrementAndGet();
+        }
+
+        @Override
+        protected void doRollback(DefaultTransactionStatus status) {
+            this.rollbacks.incrementAndGet();
+        }
+    }
+}
