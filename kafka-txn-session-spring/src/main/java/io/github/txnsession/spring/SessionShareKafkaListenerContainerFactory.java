@@ -3,7 +3,9 @@ package io.github.txnsession.spring;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ShareConsumer;
 import org.jspecify.annotations.Nullable;
@@ -53,10 +55,13 @@ import org.springframework.transaction.support.TransactionTemplate;
  * <ul>
  * <li>A record is ACCEPTed only after its transaction committed; a record whose transaction rolled back is RELEASEd
  * (or what a recoverer you set decides), never ACCEPTed.</li>
- * <li>A transaction that fails on a transient failure (Kafka or the database as a service, classified as
+ * <li>A transaction whose work failed on a transient failure (Kafka or the database as a service, classified as
  * {@link SessionAfterRollbackProcessor} does) is run again on the same delivery after a back-off, for up to
- * {@link #setTransientRetryTime} (default 10 s, keep it well under the record lock duration), so a short outage does
- * not use up deliveries.</li>
+ * {@link #setTransientRetryTime} (default 5 s), so a short outage does not use up deliveries. Once one record used
+ * that time up, the following records fail at once until a transaction commits (the poll's locks keep running). A
+ * transaction whose commit failed is never run again on the same delivery (the commit may have happened): the
+ * record is released.</li>
+ * <li>A transient failure always RELEASEs the record, whatever recoverer is set.</li>
  * <li>Only {@code ShareAckMode.EXPLICIT} is accepted: in {@code IMPLICIT} mode the broker accepts every record at
  * the next poll and in {@code MANUAL} mode the listener's acknowledgement is applied whatever the transaction does,
  * so either would acknowledge records whose work rolled back. Creating a container in those modes fails.</li>
@@ -73,6 +78,11 @@ import org.springframework.transaction.support.TransactionTemplate;
  * sample does.</li>
  * <li>The lock of a record is not renewed while its transaction runs: work longer than
  * {@code share.record.lock.duration.ms} lets another consumer take the record.</li>
+ * <li>An outage longer than the retry time uses up deliveries: after {@code group.share.delivery.count.limit} (5)
+ * the broker archives the record, its work never done. {@link SessionShareListenerContainer} retries outages without
+ * limit, renewing the locks.</li>
+ * <li>A {@code KafkaListenerErrorHandler} that swallows the listener's exception runs inside the transaction: what
+ * the failed call wrote then commits and the record is ACCEPTed. Such handlers should rethrow.</li>
  * </ul>
  *
  * @param <K> key type
@@ -83,7 +93,7 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
     private static final Logger log = LoggerFactory.getLogger(SessionShareKafkaListenerContainerFactory.class);
 
     private final TransactionTemplate transactions;
-    private Duration transientRetryTime = Duration.ofSeconds(10);
+    private Duration transientRetryTime = Duration.ofSeconds(5);
 
     /**
      * @param shareConsumerFactory makes the share consumers (spring-kafka's {@code DefaultShareConsumerFactory})
@@ -99,7 +109,8 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
 
     /**
      * @param retryTime how long a record's transaction that fails transiently is run again on the same delivery
-     *        before the record is released (default 10 s); zero to release at once
+     *        before the record is released (default 5 s; keep it well under a third of the lock duration, as later
+     *        records of the poll wait meanwhile); zero to release at once
      */
     public void setTransientRetryTime(Duration retryTime) {
         Objects.requireNonNull(retryTime, "transientRetryTime");
@@ -122,6 +133,20 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
                 + "@KafkaListener endpoints only: a container created with createContainer(topics) gets its listener "
                 + "later, unwrapped, and would acknowledge records outside any transaction. Use a "
                 + "SessionShareListenerContainer for a share container built in code.");
+    }
+
+    /**
+     * Sets what the container does with a record whose transaction failed, as spring-kafka's factory does, except that
+     * a transient failure (an outage, a commit that may have happened) always RELEASEs the record: rejecting it would
+     * archive a record whose work did not commit, or whose commit must be looked up when it comes back.
+     *
+     * @param recoverer decides for the other failures (a record the listener cannot process)
+     */
+    @Override
+    public void setShareConsumerRecordRecoverer(ShareConsumerRecordRecoverer recoverer) {
+        Objects.requireNonNull(recoverer, "recoverer");
+        super.setShareConsumerRecordRecoverer((record, failure) -> SessionAfterRollbackProcessor.isTransient(failure)
+                ? AcknowledgeType.RELEASE : recoverer.recover(record, failure));
     }
 
     @Override
@@ -152,6 +177,8 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
         private final TransactionTemplate transactions;
         private final Duration transientRetryTime;
         private final @Nullable String id;
+        /** an outage used up a record's retry time: later records fail at once until a transaction commits */
+        private final AtomicBoolean outage = new AtomicBoolean();
 
         TransactionalListener(Object delegate, TransactionTemplate transactions, Duration transientRetryTime,
                 @Nullable String id) {
@@ -168,6 +195,7 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
             long deadline = System.nanoTime() + this.transientRetryTime.toNanos();
             long backOff = 200;
             while (true) {
+                boolean[] workDone = { false };
                 try {
                     this.transactions.executeWithoutResult(status -> {
                         if (this.delegate instanceof AcknowledgingShareConsumerAwareMessageListener<?, ?> aware) {
@@ -177,13 +205,20 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
                         else {
                             ((GenericMessageListener<ConsumerRecord<K, V>>) this.delegate).onMessage(record);
                         }
+                        workDone[0] = true; // a failure from here on is the commit's
                     });
+                    this.outage.set(false);
                     return;
                 }
                 catch (RuntimeException ex) {
-                    long left = deadline - System.nanoTime();
-                    if (!SessionAfterRollbackProcessor.isTransient(ex)
-                            || left <= TimeUnit.MILLISECONDS.toNanos(backOff)) {
+                    // a commit that failed may have happened (the database's COMMIT, a timed-out Kafka commit):
+                    // never run the work again on this delivery; the record is released and looked up when it
+                    // comes back. Nor while an outage has used up another record's budget (the poll's locks run).
+                    if (workDone[0] || this.outage.get() || !SessionAfterRollbackProcessor.isTransient(ex)) {
+                        throw ex;
+                    }
+                    if (deadline - System.nanoTime() <= TimeUnit.MILLISECONDS.toNanos(backOff)) {
+                        this.outage.set(true);
                         throw ex;
                     }
                     log.warn("Share listener '{}': the transaction of {}-{}@{} rolled back on a transient failure "

@@ -101,6 +101,7 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
     private final String name;
     private final TransactionalConsumerFactory consumers;
     private final TransactionTemplate transactions;
+    private final boolean kafkaOnly;
     private final String groupId;
     private final List<String> topics;
     private final Supplier<Deserializer<K>> keyDeserializer;
@@ -140,6 +141,7 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
         this.name = Objects.requireNonNull(name, "name");
         this.consumers = Objects.requireNonNull(consumers, "consumers");
         this.transactions = new TransactionTemplate(Objects.requireNonNull(transactionManager, "transactionManager"));
+        this.kafkaOnly = transactionManager instanceof SessionTransactionManager;
         this.groupId = Objects.requireNonNull(groupId, "groupId");
         this.topics = List.copyOf(topics);
         if (this.topics.isEmpty()) {
@@ -288,8 +290,10 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
             ShareBatchProcessor<K, V> processor = new ShareBatchProcessor<>(this, consumer, this.transactions,
                     () -> this.running);
             consumer.subscribe(this.topics);
+            long previousPollStart = 0;
             while (this.running) {
                 ConsumerRecords<K, V> records;
+                long pollStart = System.nanoTime();
                 try {
                     records = consumer.poll(this.pollTimeout);
                 }
@@ -299,8 +303,10 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
                 if (!records.isEmpty()) {
                     List<ConsumerRecord<K, V>> list = new ArrayList<>(records.count());
                     records.forEach(list::add);
-                    processor.process(list);
+                    // the consumer may have fetched them during the poll before: date them from its start
+                    processor.process(list, previousPollStart == 0 ? pollStart : previousPollStart);
                 }
+                previousPollStart = pollStart;
             }
         }
         catch (RuntimeException ex) {
@@ -330,6 +336,10 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
 
     ShareRecordListener<K, V> listener() {
         return this.listener;
+    }
+
+    boolean kafkaOnly() {
+        return this.kafkaOnly;
     }
 
     int maxRecordsPerTransaction() {

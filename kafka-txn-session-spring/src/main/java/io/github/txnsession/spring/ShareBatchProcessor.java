@@ -18,6 +18,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import org.springframework.transaction.HeuristicCompletionException;
+import org.springframework.transaction.TransactionException;
+import org.springframework.transaction.UnexpectedRollbackException;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
@@ -37,7 +39,9 @@ import org.springframework.transaction.support.TransactionTemplate;
  * is an earlier record's failure) splits the records in halves, each run in a transaction of its own (and halved
  * again while it fails), so that one such record costs about 2 log2(n) transactions, not n.</li>
  * <li>Records whose lock was lost or has expired, or whose transaction may have committed (an unknown outcome), are
- * no longer held and are left alone: the group delivers them again (the ledger, if used, settles them).</li>
+ * no longer held and are left alone: the group delivers them again (the ledger, if used, settles them). With the
+ * application's own manager, a commit that failed in a way that may hide a commit (its database COMMIT, a heuristic
+ * outcome) releases its records instead of running them again.</li>
  * </ol>
  */
 final class ShareBatchProcessor<K, V> {
@@ -63,11 +67,18 @@ final class ShareBatchProcessor<K, V> {
         consumer.setRetainRecordsOnAbort(true);
     }
 
-    /** Processes {@code records}; on return each is acknowledged, released, or no longer held. */
-    void process(List<ConsumerRecord<K, V>> records) {
+    /**
+     * Processes {@code records}; on return each is acknowledged, released, or no longer held.
+     *
+     * @param records a poll's records
+     * @param acquiredAfter the earliest time (System.nanoTime) they may have been acquired: the start of the poll
+     *        before the one that returned them (a consumer may fetch ahead); their locks are renewed a third of the
+     *        lock duration after it
+     */
+    void process(List<ConsumerRecord<K, V>> records, long acquiredAfter) {
         Deque<Work<K, V>> queue = new ArrayDeque<>();
         queue.add(new Work<>(records, this.container.maxRecordsPerTransaction(), 0));
-        this.lastRenewal = System.nanoTime();
+        this.lastRenewal = acquiredAfter;
         long backOff = FIRST_BACK_OFF_MS;
         while (!queue.isEmpty()) {
             Work<K, V> work = queue.pollFirst();
@@ -95,10 +106,10 @@ final class ShareBatchProcessor<K, V> {
             }
             RuntimeException failure = attempt.failure();
             Throwable cause = failure instanceof ListenerFailedException lf ? lf.getCause() : failure;
-            if (mayHaveCommittedInPart(failure)) {
+            if (mayHaveCommittedInPart(failure) || (attempt.inCommit() && commitMayHaveHappened(failure))) {
                 // the database and Kafka may have ended differently: running the records again could repeat what
                 // committed. Hand them back to the group (a redelivery is looked up in the ledger, if one is used)
-                log.error("Share listener '{}': a transaction of {} record(s) ended with a heuristic outcome ({}); "
+                log.error("Share listener '{}': a transaction of {} record(s) may have committed in part ({}); "
                         + "releasing them rather than running them again", this.container.name(), chunk.size(),
                         cause.toString());
                 releaseAll(held(chunk));
@@ -151,6 +162,18 @@ final class ShareBatchProcessor<K, V> {
         }
     }
 
+    /**
+     * A failure of the commit itself, with the application's manager: a Spring {@code TransactionException} from its
+     * commit (the database's COMMIT failed, or what came after it) may hide a commit that happened. Failures before
+     * the database commits (the Kafka session's prepare) are not Spring transaction exceptions and roll it back. With
+     * a {@link SessionTransactionManager} the session itself says how it ended: the consumer keeps the records only
+     * after a certain abort.
+     */
+    private boolean commitMayHaveHappened(Throwable failure) {
+        return !this.container.kafkaOnly() && failure instanceof TransactionException
+                && !(failure instanceof UnexpectedRollbackException);
+    }
+
     /** A heuristic outcome: the database and Kafka (or Kafka and its decision) may have ended differently. */
     private static boolean mayHaveCommittedInPart(Throwable failure) {
         int depth = 0;
@@ -176,7 +199,7 @@ final class ShareBatchProcessor<K, V> {
     private Attempt<K, V> transact(List<ConsumerRecord<K, V>> chunk) {
         long start = System.nanoTime();
         long maxNanos = this.container.maxTransactionTime().toNanos();
-        int[] ran = { 0, 0 };
+        int[] ran = { 0, 0, 0 };
         @SuppressWarnings("unchecked")
         ConsumerRecord<K, V>[] current = new ConsumerRecord[1];
         try {
@@ -184,6 +207,7 @@ final class ShareBatchProcessor<K, V> {
                 this.container.consumers().bindToCurrentTransaction(this.consumer);
                 for (ConsumerRecord<K, V> record : chunk) {
                     if (ran[0] > 0 && System.nanoTime() - start >= maxNanos) {
+                        ran[2] = 1;
                         return; // commit what ran; the rest goes into the next transaction
                     }
                     renewIfDue(); // the locks of what this transaction still has to do, and the session's
@@ -197,11 +221,12 @@ final class ShareBatchProcessor<K, V> {
                     this.consumer.acknowledge(record, type == null ? AcknowledgeType.ACCEPT : type);
                     ran[1]++;
                 }
+                ran[2] = 1; // the work is done: a failure from here on is the commit's
             });
-            return new Attempt<>(ran[0], ran[1], null, null);
+            return new Attempt<>(ran[0], ran[1], null, null, false);
         }
         catch (RuntimeException ex) {
-            return new Attempt<>(ran[0], 0, ex, current[0]);
+            return new Attempt<>(ran[0], 0, ex, current[0], ran[2] == 1);
         }
     }
 
@@ -344,7 +369,7 @@ final class ShareBatchProcessor<K, V> {
      * happened on, if any.
      */
     private record Attempt<K, V>(int ran, int acknowledged, @Nullable RuntimeException failure,
-            @Nullable ConsumerRecord<K, V> failedOn) {
+            @Nullable ConsumerRecord<K, V> failedOn, boolean inCommit) {
     }
 
     /** Carries a checked exception of the application through the transaction template. */

@@ -5,9 +5,11 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Collection;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Pattern;
 
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -20,10 +22,13 @@ import org.springframework.kafka.listener.AcknowledgingShareConsumerAwareMessage
 import org.springframework.kafka.listener.ContainerProperties;
 import org.springframework.kafka.listener.MessageListener;
 import org.springframework.kafka.listener.MessageListenerContainer;
+import org.springframework.kafka.listener.ShareConsumerRecordRecoverer;
 import org.springframework.kafka.listener.ShareKafkaMessageListenerContainer;
 import org.springframework.kafka.support.TopicPartitionOffset;
 import org.springframework.kafka.support.converter.MessageConverter;
+import org.springframework.test.util.ReflectionTestUtils;
 import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.TransactionSystemException;
 import org.springframework.transaction.support.AbstractPlatformTransactionManager;
 import org.springframework.transaction.support.DefaultTransactionStatus;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
@@ -87,6 +92,50 @@ class SessionShareKafkaListenerContainerFactoryTest {
         assertThat(attempts).hasValue(3);
         assertThat(this.transactions.rollbacks).hasValue(2);
         assertThat(this.transactions.commits).hasValue(1);
+    }
+
+    @Test
+    void aFailedCommitIsNeverRunAgainOnTheSameDelivery() {
+        this.transactions.failCommits = true; // a COMMIT that failed on a transient error: it may have happened
+        AtomicInteger attempts = new AtomicInteger();
+        ShareKafkaMessageListenerContainer<String, String> container = container(r -> attempts.incrementAndGet());
+        assertThatThrownBy(() -> deliver(container)).isInstanceOf(TransactionSystemException.class);
+        assertThat(attempts).hasValue(1);
+    }
+
+    @Test
+    void anOutageThatUsedUpOneRecordsRetryTimeFailsTheNextRecordsAtOnceUntilACommit() {
+        this.factory.setTransientRetryTime(Duration.ofMillis(500));
+        AtomicInteger attempts = new AtomicInteger();
+        AtomicBoolean down = new AtomicBoolean(true);
+        ShareKafkaMessageListenerContainer<String, String> container = container(r -> {
+            attempts.incrementAndGet();
+            if (down.get()) {
+                throw new TimeoutException("broker unavailable");
+            }
+        });
+        assertThatThrownBy(() -> deliver(container)).isInstanceOf(TimeoutException.class);
+        assertThat(attempts.get()).as("retried within its time").isGreaterThan(1);
+        attempts.set(0);
+        assertThatThrownBy(() -> deliver(container)).isInstanceOf(TimeoutException.class);
+        assertThat(attempts).as("the next record is not retried while the outage lasts").hasValue(1);
+        down.set(false);
+        deliver(container);
+        down.set(true);
+        attempts.set(0);
+        assertThatThrownBy(() -> deliver(container)).isInstanceOf(TimeoutException.class);
+        assertThat(attempts.get()).as("retried again after a commit").isGreaterThan(1);
+    }
+
+    @Test
+    void aTransientFailureIsReleasedWhateverRecovererIsSet() {
+        this.factory.setShareConsumerRecordRecoverer(ShareConsumerRecordRecoverer.REJECTING);
+        ShareKafkaMessageListenerContainer<String, String> container = container(r -> { });
+        ConsumerRecord<String, String> record = new ConsumerRecord<>("tasks", 0, 7L, "k", "v");
+        ShareConsumerRecordRecoverer recoverer = (ShareConsumerRecordRecoverer) ReflectionTestUtils.invokeMethod(container, "getShareConsumerRecordRecoverer");
+        assertThat(recoverer).isNotNull();
+        assertThat(recoverer.recover(record, new TimeoutException("outage"))).isEqualTo(AcknowledgeType.RELEASE);
+        assertThat(recoverer.recover(record, new IllegalArgumentException("bad"))).isEqualTo(AcknowledgeType.REJECT);
     }
 
     @Test
@@ -179,6 +228,7 @@ class SessionShareKafkaListenerContainerFactoryTest {
         private static final long serialVersionUID = 1L;
         final AtomicInteger commits = new AtomicInteger();
         final AtomicInteger rollbacks = new AtomicInteger();
+        volatile boolean failCommits;
 
         @Override
         protected Object doGetTransaction() {
@@ -191,6 +241,9 @@ class SessionShareKafkaListenerContainerFactoryTest {
 
         @Override
         protected void doCommit(DefaultTransactionStatus status) {
+            if (this.failCommits) {
+                throw new TransactionSystemException("COMMIT failed", new TimeoutException("no answer"));
+            }
             this.commits.incrementAndGet();
         }
 

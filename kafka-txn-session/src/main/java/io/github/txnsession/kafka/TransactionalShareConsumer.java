@@ -47,10 +47,9 @@ import org.slf4j.LoggerFactory;
  * <h2>Guarantees, while bound and a transaction is open</h2>
  * <ul>
  * <li>{@code acknowledge(record, ACCEPT | REJECT | RELEASE)} is kept, not sent (through
- * {@link TransactionSession#addShareAcksToTransaction}). After the transaction commits they are handed to the
- * wrapped consumer, which sends them with its next {@link #poll} (or {@link #commitSync}, {@link #close}), as
- * {@code KafkaShareConsumer} does in explicit mode; with an {@link #useOutcomeLedger outcome ledger} they are sent at
- * once, since the ledger learns from the answer which records it can forget. After an abort they are dropped and
+ * {@link TransactionSession#addShareAcksToTransaction}). After the transaction commits they are sent at once
+ * without waiting for the broker's answer ({@code commitAsync}); with an {@link #useOutcomeLedger outcome ledger} the
+ * commit waits for the answer ({@code commitSync}), from which the ledger learns which records it can forget. After an abort they are dropped and
  * every record this consumer holds is RELEASEd, so the group delivers it again at once (its delivery count goes up
  * by one), unless {@link #setRetainRecordsOnAbort retained}. When the outcome is unknown (a commit that may have
  * happened), the records are always released.</li>
@@ -982,7 +981,12 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     Set<ShareRecordId> sent = new HashSet<>(TransactionalShareConsumer.this.buffered.keySet());
                     TransactionalShareConsumer.this.outgoing.putAll(TransactionalShareConsumer.this.buffered);
                     TransactionalShareConsumer.this.buffered.clear();
-                    Set<TopicIdPartition> failed = flushOutgoing(TransactionalShareConsumer.this.ledger != null);
+                    boolean withLedger = TransactionalShareConsumer.this.ledger != null;
+                    Set<TopicIdPartition> failed = flushOutgoing(withLedger);
+                    if (!withLedger) {
+                        // sent now, without waiting for the answer (the ledger needs the answer, so waits for it)
+                        TransactionalShareConsumer.this.delegate.commitAsync();
+                    }
                     confirmed(sent, failed);
                     if (!failed.isEmpty()) {
                         log.error("Transaction of session '{}' committed, but acknowledging its records on {} failed: "
