@@ -13,6 +13,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Predicate;
 import java.util.stream.Collectors;
 
+import io.github.txnsession.kafka.ShareOutcomeLedger;
 import io.github.txnsession.kafka.TransactionalConsumer;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import io.github.txnsession.spring.CurrentTransactionSession;
@@ -82,14 +83,22 @@ class TransactionalConsumersTest {
     static final String LISTENER_RESULTS = "listener-results";
     static final String LISTENER_GROUP = "listener-workers";
     static final int LISTENER_TASK_COUNT = 30;
+    static final String LEDGER_TASKS = "ledger-tasks";
+    static final String LEDGER_RESULTS = "ledger-results";
+    static final String LEDGER_GROUP = "ledger-workers";
+    static final String LEDGER_TOPIC = "consumers-test-ledger";
+    static final int LEDGER_TASK_COUNT = 40;
 
     static ConfigurableApplicationContext context;
 
     @BeforeAll
     static void start() throws Exception {
         kafka.cluster().createTopics(1, LOOP_IN, LOOP_OUT, TASKS, RESULTS, BATCH_TASKS, BATCH_RESULTS,
-                BATCH_TASKS + "-dlt", LISTENER_TASKS, LISTENER_RESULTS);
+                BATCH_TASKS + "-dlt", LISTENER_TASKS, LISTENER_RESULTS, LEDGER_TASKS, LEDGER_RESULTS);
         kafka.cluster().admin().incrementalAlterConfigs(Map.of(
+                new ConfigResource(ConfigResource.Type.GROUP, LEDGER_GROUP),
+                List.of(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                        AlterConfigOp.OpType.SET)),
                 new ConfigResource(ConfigResource.Type.GROUP, LISTENER_GROUP),
                 List.of(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
                         AlterConfigOp.OpType.SET)),
@@ -116,6 +125,9 @@ class TransactionalConsumersTest {
             }
             for (int i = 0; i < LISTENER_TASK_COUNT; i++) {
                 producer.send(new ProducerRecord<>(LISTENER_TASKS, String.format("k-%02d", i), "task " + i));
+            }
+            for (int i = 0; i < LEDGER_TASK_COUNT; i++) {
+                producer.send(new ProducerRecord<>(LEDGER_TASKS, String.format("g-%02d", i), "task " + i));
             }
         }
         context = new SpringApplicationBuilder(App.class)
@@ -315,6 +327,30 @@ class TransactionalConsumersTest {
             .hasSizeGreaterThan(LISTENER_TASK_COUNT);
     }
 
+    /**
+     * The batch container with an outcome ledger: each transaction also writes its entry, records that failed once
+     * come back (looked up in the ledger first, found nowhere, processed), and every task has one output.
+     */
+    @Test
+    void aBatchContainerWithAnOutcomeLedgerWritesEntriesAndProducesEveryTaskOnce() {
+        LedgerWorker worker = context.getBean(LedgerWorker.class);
+        @SuppressWarnings("unchecked")
+        SessionShareListenerContainer<String, String> container = context.getBean("ledgerWorkers",
+                SessionShareListenerContainer.class);
+        await().atMost(Duration.ofSeconds(90)).pollInterval(Duration.ofMillis(200))
+            .until(() -> container.committedRecords() == LEDGER_TASK_COUNT);
+        List<ConsumerRecord<String, String>> results = CommittedReader.readToEnd(kafka.bootstrapServers(),
+                LEDGER_RESULTS, true);
+        assertThat(results).extracting(ConsumerRecord::key).doesNotHaveDuplicates().hasSize(LEDGER_TASK_COUNT);
+        assertThat(container.failedRecords()).isEqualTo(LEDGER_TASK_COUNT / 8);
+        worker.maxDelivery().forEach((key, delivery) -> assertThat(delivery).as(key)
+            .isEqualTo(LedgerWorker.failsOnce(key) ? 2 : 1));
+        List<ConsumerRecord<String, String>> entries = CommittedReader.readToEnd(kafka.bootstrapServers(),
+                LEDGER_TOPIC, true);
+        assertThat(entries).as("ledger entries written in the workers' transactions").isNotEmpty()
+            .allSatisfy(e -> assertThat(e.key()).contains(LEDGER_GROUP));
+    }
+
     private static String header(ConsumerRecord<?, ?> r, String name) {
         return new String(r.headers().lastHeader(name).value(), StandardCharsets.UTF_8);
     }
@@ -364,6 +400,28 @@ class TransactionalConsumersTest {
             return new SessionShareKafkaListenerContainerFactory<>(consumers, transactionManager);
         }
 
+        @Bean(destroyMethod = "close")
+        ShareOutcomeLedger outcomeLedger() {
+            return new ShareOutcomeLedger(Map.of("bootstrap.servers", kafka.bootstrapServers()), LEDGER_TOPIC,
+                    Duration.ofSeconds(30));
+        }
+
+        @Bean
+        LedgerWorker ledgerWorker(KafkaTemplate<Object, Object> template) {
+            return new LedgerWorker(template);
+        }
+
+        @Bean
+        SessionShareListenerContainer<String, String> ledgerWorkers(TransactionalConsumerFactory consumers,
+                SessionTransactionManager transactionManager, LedgerWorker worker, ShareOutcomeLedger ledger) {
+            SessionShareListenerContainer<String, String> container = new SessionShareListenerContainer<>(
+                    "ledger-workers", consumers, transactionManager, LEDGER_GROUP, List.of(LEDGER_TASKS),
+                    StringDeserializer::new, StringDeserializer::new, worker::onTask);
+            container.setPollTimeout(Duration.ofMillis(200));
+            container.setOutcomeLedger(ledger);
+            return container;
+        }
+
         @Bean
         BatchWorker batchWorker(KafkaTemplate<Object, Object> template) {
             return new BatchWorker(template);
@@ -379,6 +437,35 @@ class TransactionalConsumersTest {
             container.setPollTimeout(Duration.ofMillis(200));
             container.setDeadLetterHandler(2, ShareDeadLetterHandler.toTopic(template));
             return container;
+        }
+    }
+
+    /** A worker for the container with a ledger: a result per task, every eighth task fails on its first delivery. */
+    static class LedgerWorker {
+
+        private final KafkaTemplate<Object, Object> template;
+        private final Map<String, Integer> maxDelivery = new ConcurrentHashMap<>();
+
+        LedgerWorker(KafkaTemplate<Object, Object> template) {
+            this.template = template;
+        }
+
+        static boolean failsOnce(String key) {
+            return Integer.parseInt(key.substring(2)) % 8 == 0;
+        }
+
+        AcknowledgeType onTask(ConsumerRecord<String, String> task) {
+            int delivery = task.deliveryCount().map(Short::intValue).orElse(0);
+            this.maxDelivery.merge(task.key(), delivery, Math::max);
+            this.template.send(LEDGER_RESULTS, task.key(), "done: " + task.value());
+            if (failsOnce(task.key()) && delivery == 1) {
+                throw new IllegalStateException("injected failure on " + task.key());
+            }
+            return AcknowledgeType.ACCEPT;
+        }
+
+        Map<String, Integer> maxDelivery() {
+            return this.maxDelivery;
         }
     }
 
