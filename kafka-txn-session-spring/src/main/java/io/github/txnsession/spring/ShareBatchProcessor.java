@@ -176,19 +176,18 @@ final class ShareBatchProcessor<K, V> {
 
     /** A heuristic outcome: the database and Kafka (or Kafka and its decision) may have ended differently. */
     private static boolean mayHaveCommittedInPart(Throwable failure) {
-        int depth = 0;
-        for (Throwable t = failure; t != null && depth < 16; t = t.getCause(), depth++) {
-            if (t instanceof HeuristicCompletionException) {
-                return true;
-            }
-        }
-        return false;
+        return causedBy(failure, HeuristicCompletionException.class);
     }
 
     private static boolean noticedEarlierFailure(Throwable failure) {
+        return causedBy(failure, SessionAbortableException.class);
+    }
+
+    /** Whether {@code failure} or one of its causes (at most 16 deep, as a chain may loop) is a {@code type}. */
+    private static boolean causedBy(Throwable failure, Class<? extends Throwable> type) {
         int depth = 0;
         for (Throwable t = failure; t != null && depth < 16; t = t.getCause(), depth++) {
-            if (t instanceof SessionAbortableException) {
+            if (type.isInstance(t)) {
                 return true;
             }
         }
