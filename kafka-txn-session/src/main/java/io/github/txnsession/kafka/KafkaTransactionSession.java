@@ -714,8 +714,8 @@ final class KafkaTransactionSession implements TransactionSession {
 
     /**
      * Maps a failed lifecycle call to the session's error types and moves the session: timeouts return to
-     * {@code from} (retry), fencing and fatal errors to FATAL_ERROR (participants rewind: the transaction did not
-     * commit), everything else to ABORTABLE_ERROR.
+     * {@code from} (retry), fencing and fatal errors to FATAL_ERROR (participants rewind; during a commit they are told
+     * the outcome is unknown, as the commit may have landed first), everything else to ABORTABLE_ERROR.
      */
     private RuntimeException failed(SessionOperation operation, SessionState from, RuntimeException ex) {
         if (ex instanceof TransactionSessionException tse) {
@@ -751,8 +751,9 @@ final class KafkaTransactionSession implements TransactionSession {
 
     /**
      * The transaction can no longer commit here and the session is done: FATAL_ERROR, and the participants are told
-     * the transaction ended without a commit (consumers rewind, share consumers release), or, if it was PREPARED, that
-     * its outcome is unknown (someone holding its identity may still commit it). Takes the write lock unless
+     * the transaction ended without a commit (consumers rewind, share consumers release), or, if it was PREPARED or
+     * COMMITTING, that its outcome is unknown (someone holding its identity may still commit it, or the commit may
+     * have landed before the failure). Takes the write lock unless
      * the calling thread is inside a send; then the participants are told by the next call on the session.
      *
      * @param generation only act if the session is still on this transaction (null: the current one)
@@ -778,9 +779,11 @@ final class KafkaTransactionSession implements TransactionSession {
             }
             forceState(SessionState.FATAL_ERROR);
             this.producerIdentity = null;
-            if (s == SessionState.PREPARED && !isResumed()) {
-                // its identity was handed out (or a commit may be in flight): another committer, a recovery reading
-                // a decision, can still commit it, so participants must not treat it as aborted
+            if ((s == SessionState.PREPARED || s == SessionState.COMMITTING) && !isResumed()) {
+                // PREPARED: its identity was handed out (or a commit may be in flight), so another committer or a
+                // recovery reading a decision can still commit it. COMMITTING: the EndTxn may have landed before the
+                // failure (a fenced retry of a commit the coordinator completed). Either way participants must not
+                // treat it as aborted: consumers re-read the committed offsets, share consumers release
                 notifyUnknown();
             }
             else if (isOpen(s) && !isResumed()) {
