@@ -3,7 +3,6 @@ package io.github.txnsession.spring;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -57,10 +56,8 @@ import org.springframework.transaction.support.TransactionTemplate;
  * (or what a recoverer you set decides), never ACCEPTed.</li>
  * <li>A transaction whose work failed on a transient failure (Kafka or the database as a service, classified as
  * {@link SessionAfterRollbackProcessor} does) is run again on the same delivery after a back-off, for up to
- * {@link #setTransientRetryTime} (default 5 s), so a short outage does not use up deliveries. Once one record used
- * that time up, the following records fail at once until a transaction commits (the poll's locks keep running). A
- * transaction whose commit failed is never run again on the same delivery (the commit may have happened): the
- * record is released.</li>
+ * {@link #setTransientRetryTime} (default 5 s), so a short outage does not use up deliveries. A transaction whose
+ * commit failed is never run again on the same delivery (the commit may have happened): the record is released.</li>
  * <li>A transient failure always RELEASEs the record, whatever recoverer is set.</li>
  * <li>Only {@code ShareAckMode.EXPLICIT} is accepted: in {@code IMPLICIT} mode the broker accepts every record at
  * the next poll and in {@code MANUAL} mode the listener's acknowledgement is applied whatever the transaction does,
@@ -78,9 +75,13 @@ import org.springframework.transaction.support.TransactionTemplate;
  * sample does.</li>
  * <li>The lock of a record is not renewed while its transaction runs: work longer than
  * {@code share.record.lock.duration.ms} lets another consumer take the record.</li>
- * <li>An outage longer than the retry time uses up deliveries: after {@code group.share.delivery.count.limit} (5)
- * the broker archives the record, its work never done. {@link SessionShareListenerContainer} retries outages without
- * limit, renewing the locks.</li>
+ * <li><b>Outages longer than the retry time:</b> each record of a poll waits up to the retry time in turn, so later
+ * records of the poll can pass their acquisition lock before they run (another consumer may then do their work too:
+ * a duplicate), and a record released after each of {@code group.share.delivery.count.limit} (5) deliveries is
+ * archived by the broker, its work never done (a loss). spring-kafka's container offers no way to renew locks or
+ * hold records back; {@link SessionShareListenerContainer} retries outages without limit, renewing the locks.</li>
+ * <li>A recoverer set on a container directly (a {@code ContainerCustomizer}) bypasses this factory's rule that a
+ * transient failure is RELEASEd.</li>
  * <li>A {@code KafkaListenerErrorHandler} that swallows the listener's exception runs inside the transaction: what
  * the failed call wrote then commits and the record is ACCEPTed. Such handlers should rethrow.</li>
  * </ul>
@@ -143,7 +144,7 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
      * @param recoverer decides for the other failures (a record the listener cannot process)
      */
     @Override
-    public void setShareConsumerRecordRecoverer(ShareConsumerRecordRecoverer recoverer) {
+    public final void setShareConsumerRecordRecoverer(ShareConsumerRecordRecoverer recoverer) {
         Objects.requireNonNull(recoverer, "recoverer");
         super.setShareConsumerRecordRecoverer((record, failure) -> SessionAfterRollbackProcessor.isTransient(failure)
                 ? AcknowledgeType.RELEASE : recoverer.recover(record, failure));
@@ -177,8 +178,6 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
         private final TransactionTemplate transactions;
         private final Duration transientRetryTime;
         private final @Nullable String id;
-        /** an outage used up a record's retry time: later records fail at once until a transaction commits */
-        private final AtomicBoolean outage = new AtomicBoolean();
 
         TransactionalListener(Object delegate, TransactionTemplate transactions, Duration transientRetryTime,
                 @Nullable String id) {
@@ -207,18 +206,14 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
                         }
                         workDone[0] = true; // a failure from here on is the commit's
                     });
-                    this.outage.set(false);
                     return;
                 }
                 catch (RuntimeException ex) {
                     // a commit that failed may have happened (the database's COMMIT, a timed-out Kafka commit):
                     // never run the work again on this delivery; the record is released and looked up when it
-                    // comes back. Nor while an outage has used up another record's budget (the poll's locks run).
-                    if (workDone[0] || this.outage.get() || !SessionAfterRollbackProcessor.isTransient(ex)) {
-                        throw ex;
-                    }
-                    if (deadline - System.nanoTime() <= TimeUnit.MILLISECONDS.toNanos(backOff)) {
-                        this.outage.set(true);
+                    // comes back
+                    if (workDone[0] || !SessionAfterRollbackProcessor.isTransient(ex)
+                            || deadline - System.nanoTime() <= TimeUnit.MILLISECONDS.toNanos(backOff)) {
                         throw ex;
                     }
                     log.warn("Share listener '{}': the transaction of {}-{}@{} rolled back on a transient failure "

@@ -35,12 +35,11 @@ import org.springframework.transaction.support.TransactionTemplate;
  * <p>Why a container of our own: spring-kafka's {@code ShareKafkaMessageListenerContainer} (4.1) calls its listener
  * once per record and has no transaction-manager hook; {@link SessionShareKafkaListenerContainerFactory} runs each of
  * its records in a transaction, which keeps {@code @KafkaListener}, but cannot batch, renew locks or use a ledger.
- * This container is small: per
- * thread, one {@link TransactionalShareConsumer} (explicit acknowledgement) polling; per poll, as few transactions as
- * {@link #setMaxRecordsPerTransaction} and {@link #setMaxTransactionTime} allow (1 and 1 record at a time if you set
- * the first to 1), in which the consumer is bound to the transaction's session, the listener runs on each record,
- * and each record is acknowledged with what the listener returns ({@code null} = ACCEPT; REJECT for a poison record,
- * RELEASE to hand it back).
+ * This container is small: per thread, one {@link TransactionalShareConsumer} (explicit acknowledgement) polling;
+ * per poll, as few transactions as {@link #setMaxRecordsPerTransaction} and {@link #setMaxTransactionTime} allow (one
+ * per record if the first is 1). In each, the consumer is bound to the transaction's session, the listener runs on
+ * each record, and each record is acknowledged with what the listener returns ({@code null} = ACCEPT; REJECT for a
+ * poison record, RELEASE to hand it back).
  *
  * <h2>Guarantees</h2>
  * <ul>
@@ -58,6 +57,8 @@ import org.springframework.transaction.support.TransactionTemplate;
  * the lock duration.</li>
  * <li>{@link #stop()} lets the transaction in progress finish, releases what it has not processed, then closes the
  * consumers.</li>
+ * <li>A consumer that fails unexpectedly is closed (its records go back to the group) and replaced; the thread does
+ * not end while the container runs.</li>
  * </ul>
  *
  * <h2>Not guaranteed</h2>
@@ -276,7 +277,19 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
         return this.deadLettered.get();
     }
 
+    /** A consumer thread: runs consumers until the container stops, a new one after an unexpected error. */
     private void run() {
+        while (this.running) {
+            if (runConsumer()) {
+                return;
+            }
+            // the consumer was closed after an unexpected error (its records go back to the group): start afresh
+            awaitStop(1000);
+        }
+    }
+
+    /** @return true if the container stopped, false after an unexpected error */
+    private boolean runConsumer() {
         Map<String, Object> overrides = this.ledger == null ? Map.of()
                 : Map.of(ConsumerConfig.SHARE_ACQUIRE_MODE_CONFIG, "record_limit");
         TransactionalShareConsumer<K, V> consumer = this.consumers.createShareConsumer(this.groupId,
@@ -308,10 +321,15 @@ public class SessionShareListenerContainer<K, V> implements SmartLifecycle {
                 }
                 previousPollStart = pollStart;
             }
+            return true;
         }
         catch (RuntimeException ex) {
-            log.error("Share listener container '{}' stopped its consumer of group '{}' after an unexpected error",
-                    this.name, this.groupId, ex);
+            if (!this.running) {
+                return true;
+            }
+            log.error("Share listener container '{}': its consumer of group '{}' failed unexpectedly; closing it "
+                    + "(its records go back to the group) and starting a new one", this.name, this.groupId, ex);
+            return false;
         }
         finally {
             this.active.remove(consumer);

@@ -1,5 +1,6 @@
 package io.github.txnsession.spring;
 
+import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -17,6 +18,7 @@ import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import org.springframework.dao.DataAccessException;
 import org.springframework.transaction.HeuristicCompletionException;
 import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.UnexpectedRollbackException;
@@ -90,7 +92,18 @@ final class ShareBatchProcessor<K, V> {
                 releaseAll(held);
                 continue;
             }
-            renewIfDue();
+            try {
+                renewIfDue();
+            }
+            catch (RuntimeException ex) {
+                // an outage: the records whose renewal did not come back are no longer held; the rest goes on
+                log.warn("Share listener '{}': renewing the acquisition locks failed ({}); trying again in {} ms",
+                        this.container.name(), ex.toString(), backOff);
+                queue.addFirst(work);
+                pause(backOff);
+                backOff = Math.min(backOff * 2, MAX_BACK_OFF_MS);
+                continue;
+            }
             List<ConsumerRecord<K, V>> chunk = held.subList(0, Math.min(work.limit(), held.size()));
             if (chunk.size() < held.size()) {
                 queue.addFirst(new Work<>(held.subList(chunk.size(), held.size()), work.limit(), 0));
@@ -163,15 +176,29 @@ final class ShareBatchProcessor<K, V> {
     }
 
     /**
-     * A failure of the commit itself, with the application's manager: a Spring {@code TransactionException} from its
-     * commit (the database's COMMIT failed, or what came after it) may hide a commit that happened. Failures before
-     * the database commits (the Kafka session's prepare) are not Spring transaction exceptions and roll it back. With
-     * a {@link SessionTransactionManager} the session itself says how it ended: the consumer keeps the records only
-     * after a certain abort.
+     * A failure of the commit itself, with the application's manager: the database's COMMIT failed (a Spring
+     * {@code TransactionException}, or a {@code DataAccessException} as Boot's {@code JdbcTransactionManager} and JPA
+     * translate it), which may hide a commit that happened, unless its SQL state says the database rolled back (data,
+     * constraint, serialization or syntax errors: classes 22, 23, 40, 42). Failures before the database commits (the
+     * Kafka session's prepare) are neither and roll it back. With a {@link SessionTransactionManager} the session
+     * itself says how it ended: the consumer keeps the records only after a certain abort.
      */
     private boolean commitMayHaveHappened(Throwable failure) {
-        return !this.container.kafkaOnly() && failure instanceof TransactionException
-                && !(failure instanceof UnexpectedRollbackException);
+        if (this.container.kafkaOnly() || failure instanceof UnexpectedRollbackException) {
+            return false;
+        }
+        if (!(failure instanceof TransactionException) && !(failure instanceof DataAccessException)) {
+            return false;
+        }
+        int depth = 0;
+        for (Throwable t = failure; t != null && depth < 16; t = t.getCause(), depth++) {
+            String state = t instanceof SQLException sql ? sql.getSQLState() : null;
+            if (state != null && (state.startsWith("22") || state.startsWith("23") || state.startsWith("40")
+                    || state.startsWith("42"))) {
+                return false; // the database refused the commit: it rolled back
+            }
+        }
+        return true;
     }
 
     /** A heuristic outcome: the database and Kafka (or Kafka and its decision) may have ended differently. */

@@ -138,6 +138,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private long previousPollStart;
     /** the acquisition lock duration the brokers last announced, in ms (-1: not known yet) */
     private volatile long lockTimeoutMs = -1;
+    /** the application's acknowledgement callback, called after this consumer's own */
+    private volatile @Nullable AcknowledgementCommitCallback userAckCallback;
     /** whether an abort keeps the records this consumer holds rather than releasing them */
     private volatile boolean retainOnAbort;
 
@@ -184,6 +186,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         this.groupId = groupId(delegateConfigs);
         Object acquire = delegateConfigs.get(ConsumerConfig.SHARE_ACQUIRE_MODE_CONFIG);
         this.acquireMode = acquire == null ? null : acquire.toString();
+        this.delegate.setAcknowledgementCommitCallback(this::acknowledged);
     }
 
     private static Map<String, Object> explicit(Map<String, ?> configs) {
@@ -1169,9 +1172,27 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         }
     }
 
+    /**
+     * Sets the application's callback for acknowledgement results. This consumer keeps its own callback on the
+     * wrapped consumer (it logs acknowledgements the broker refused, which come back as duplicates of committed output)
+     * and passes every result on to {@code callback}.
+     */
     @Override
     public void setAcknowledgementCommitCallback(AcknowledgementCommitCallback callback) {
-        lockedRun(() -> this.delegate.setAcknowledgementCommitCallback(callback));
+        this.userAckCallback = callback;
+    }
+
+    /** Results of acknowledgements the wrapped consumer reports: failures are logged, then passed on. */
+    private void acknowledged(Map<TopicIdPartition, Set<Long>> offsets, @Nullable Exception failure) {
+        if (failure != null) {
+            log.warn("Share group '{}': the broker refused acknowledgements of {} ({}); those records come back "
+                    + "after their lock expires (for records of a committed transaction: a duplicate of its output)",
+                    this.groupId, offsets, failure.toString());
+        }
+        AcknowledgementCommitCallback user = this.userAckCallback;
+        if (user != null) {
+            user.onComplete(offsets, failure);
+        }
     }
 
     @Override
