@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -101,7 +102,10 @@ class TransactionalConsumersTest {
                         AlterConfigOp.OpType.SET)),
                 new ConfigResource(ConfigResource.Type.GROUP, LISTENER_GROUP),
                 List.of(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
-                        AlterConfigOp.OpType.SET)),
+                        AlterConfigOp.OpType.SET),
+                        // a short lock: retries of a transient failure stop at two thirds of it (2 s)
+                        new AlterConfigOp(new ConfigEntry("share.record.lock.duration.ms", "3000"),
+                                AlterConfigOp.OpType.SET)),
                 new ConfigResource(ConfigResource.Type.GROUP, BATCH_GROUP),
                 List.of(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
                         AlterConfigOp.OpType.SET)),
@@ -315,13 +319,19 @@ class TransactionalConsumersTest {
                     >= LISTENER_TASK_COUNT);
         // acknowledged after commit: nothing more comes for a while
         await().during(Duration.ofSeconds(3)).atMost(Duration.ofSeconds(5))
-            .until(() -> worker.invocations().values().stream().mapToInt(Integer::intValue).sum()
-                    == LISTENER_TASK_COUNT + LISTENER_TASK_COUNT / 5 + 1);
+            .until(() -> worker.invocations().entrySet().stream().filter(e -> !e.getKey().equals("k-02"))
+                .mapToInt(Map.Entry::getValue).sum() == LISTENER_TASK_COUNT - 1 + LISTENER_TASK_COUNT / 5 + 1);
+        // k-02 failed transiently on all of its first delivery: retried in place while two thirds of the 3 s lock
+        // lasted, then released and done on its second delivery
+        List<Long> attempts = worker.outageAttempts();
+        assertThat(attempts).hasSizeGreaterThan(1);
+        assertThat(Duration.ofNanos(attempts.get(attempts.size() - 1) - attempts.get(0)))
+            .isLessThan(Duration.ofMillis(2_500));
         List<ConsumerRecord<String, String>> results = CommittedReader.readToEnd(kafka.bootstrapServers(),
                 LISTENER_RESULTS, true);
         assertThat(results).extracting(ConsumerRecord::key).doesNotHaveDuplicates().hasSize(LISTENER_TASK_COUNT);
         worker.maxDelivery().forEach((key, delivery) -> assertThat(delivery).as(key)
-            .isEqualTo(ListenerWorker.failsOnce(key) ? 2 : 1));
+            .isEqualTo(ListenerWorker.failsOnce(key) || key.equals("k-02") ? 2 : 1));
         assertThat(CommittedReader.readToEnd(kafka.bootstrapServers(), LISTENER_RESULTS, false))
             .as("the rolled-back attempts wrote, and were aborted")
             .hasSizeGreaterThan(LISTENER_TASK_COUNT);
@@ -479,6 +489,7 @@ class TransactionalConsumersTest {
         private final Map<String, Integer> invocations = new ConcurrentHashMap<>();
         private final Map<String, Integer> maxDelivery = new ConcurrentHashMap<>();
         private final AtomicBoolean transientFailed = new AtomicBoolean();
+        private final List<Long> outageAttempts = new CopyOnWriteArrayList<>();
 
         ListenerWorker(KafkaTemplate<Object, Object> template) {
             this.template = template;
@@ -497,6 +508,10 @@ class TransactionalConsumersTest {
             if (task.key().equals("k-01") && this.transientFailed.compareAndSet(false, true)) {
                 throw new TimeoutException("injected transient failure on " + task.key());
             }
+            if (task.key().equals("k-02") && delivery == 1) {
+                this.outageAttempts.add(System.nanoTime());
+                throw new TimeoutException("injected outage on " + task.key());
+            }
             if (failsOnce(task.key()) && delivery == 1) {
                 this.template.flush();
                 throw new IllegalStateException("injected failure on " + task.key());
@@ -505,6 +520,10 @@ class TransactionalConsumersTest {
 
         Map<String, Integer> invocations() {
             return this.invocations;
+        }
+
+        List<Long> outageAttempts() {
+            return this.outageAttempts;
         }
 
         Map<String, Integer> maxDelivery() {

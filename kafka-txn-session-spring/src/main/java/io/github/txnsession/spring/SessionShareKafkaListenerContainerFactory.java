@@ -1,12 +1,15 @@
 package io.github.txnsession.spring;
 
 import java.time.Duration;
+import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ShareConsumer;
+import org.apache.kafka.common.serialization.Deserializer;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -55,9 +58,12 @@ import org.springframework.transaction.support.TransactionTemplate;
  * <li>A record is ACCEPTed only after its transaction committed; a record whose transaction rolled back is RELEASEd
  * (or what a recoverer you set decides), never ACCEPTed.</li>
  * <li>A transaction whose work failed on a transient failure (Kafka or the database as a service, classified as
- * {@link SessionAfterRollbackProcessor} does) is run again on the same delivery after a back-off, for up to
- * {@link #setTransientRetryTime} (default 5 s), so a short outage does not use up deliveries. A transaction whose
- * commit failed is never run again on the same delivery (the commit may have happened): the record is released.</li>
+ * {@link SessionAfterRollbackProcessor} does) is run again on the same delivery after a back-off, as long as two
+ * thirds of the poll's acquisition lock have not passed (counted from the earliest time the records may have been
+ * acquired: the consumers this factory makes time their polls) and at most {@link #setTransientRetryTime}
+ * (1 min). Later records of a poll whose lock time was used up fail at once and are released, rather than be worked
+ * on when another consumer may have them. A transaction whose commit failed is never run again on the same delivery
+ * (the commit may have happened): the record is released.</li>
  * <li>A transient failure always RELEASEs the record, whatever recoverer is set.</li>
  * <li>Only {@code ShareAckMode.EXPLICIT} is accepted: in {@code IMPLICIT} mode the broker accepts every record at
  * the next poll and in {@code MANUAL} mode the listener's acknowledgement is applied whatever the transaction does,
@@ -75,11 +81,12 @@ import org.springframework.transaction.support.TransactionTemplate;
  * sample does.</li>
  * <li>The lock of a record is not renewed while its transaction runs: work longer than
  * {@code share.record.lock.duration.ms} lets another consumer take the record.</li>
- * <li><b>Outages longer than the retry time:</b> each record of a poll waits up to the retry time in turn, so later
- * records of the poll can pass their acquisition lock before they run (another consumer may then do their work too:
- * a duplicate), and a record released after each of {@code group.share.delivery.count.limit} (5) deliveries is
- * archived by the broker, its work never done (a loss). spring-kafka's container offers no way to renew locks or
- * hold records back; {@link SessionShareListenerContainer} retries outages without limit, renewing the locks.</li>
+ * <li><b>Long outages lose records:</b> each delivery of a record can wait out about two thirds of its lock (20 s of
+ * the default 30 s); a record released on each of {@code group.share.delivery.count.limit} (5) deliveries is archived
+ * by the broker, its work never done, so an outage longer than about that many lock periods loses records.
+ * spring-kafka's container offers no way to renew locks or hold records back; {@link SessionShareListenerContainer}
+ * retries outages without limit, renewing the locks. A commit that takes longer than the rest of the lock can
+ * still land after another consumer got the record (a duplicate).</li>
  * <li>A recoverer set on a container directly (a {@code ContainerCustomizer}) bypasses this factory's rule that a
  * transient failure is RELEASEd.</li>
  * <li>A {@code KafkaListenerErrorHandler} that swallows the listener's exception runs inside the transaction: what
@@ -92,9 +99,11 @@ import org.springframework.transaction.support.TransactionTemplate;
 public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaListenerContainerFactory<K, V> {
 
     private static final Logger log = LoggerFactory.getLogger(SessionShareKafkaListenerContainerFactory.class);
+    /** the part of a poll's acquisition lock transient retries may use */
+    private static final double LOCK_SHARE = 2.0 / 3;
 
     private final TransactionTemplate transactions;
-    private Duration transientRetryTime = Duration.ofSeconds(5);
+    private Duration transientRetryTime = Duration.ofMinutes(1);
 
     /**
      * @param shareConsumerFactory makes the share consumers (spring-kafka's {@code DefaultShareConsumerFactory})
@@ -103,15 +112,16 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
      */
     public SessionShareKafkaListenerContainerFactory(ShareConsumerFactory<K, V> shareConsumerFactory,
             PlatformTransactionManager transactionManager) {
-        super(Objects.requireNonNull(shareConsumerFactory, "shareConsumerFactory"));
+        super(new PollTimingConsumerFactory<>(Objects.requireNonNull(shareConsumerFactory, "shareConsumerFactory")));
         this.transactions = new TransactionTemplate(Objects.requireNonNull(transactionManager, "transactionManager"));
         setShareConsumerRecordRecoverer(ShareConsumerRecordRecoverer.RELEASING);
     }
 
     /**
-     * @param retryTime how long a record's transaction that fails transiently is run again on the same delivery
-     *        before the record is released (default 5 s; keep it well under a third of the lock duration, as later
-     *        records of the poll wait meanwhile); zero to release at once
+     * @param retryTime at most how long a record's transaction that fails transiently is run again on the same
+     *        delivery before the record is released (default 1 min). The records' acquisition lock bounds it too:
+     *        retries stop once two thirds of the lock of the poll's records have passed, counted from the earliest
+     *        time they may have been acquired; zero to release at once
      */
     public void setTransientRetryTime(Duration retryTime) {
         Objects.requireNonNull(retryTime, "transientRetryTime");
@@ -171,6 +181,62 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
                 this.transientRetryTime, endpoint.getId()));
     }
 
+    /** The application's share consumer factory, whose consumers are wrapped to time their polls. */
+    private static final class PollTimingConsumerFactory<K, V> implements ShareConsumerFactory<K, V> {
+
+        private final ShareConsumerFactory<K, V> delegate;
+
+        PollTimingConsumerFactory(ShareConsumerFactory<K, V> delegate) {
+            this.delegate = delegate;
+        }
+
+        @Override
+        public ShareConsumer<K, V> createShareConsumer(@Nullable String groupId, @Nullable String clientId) {
+            return new PollTimedShareConsumer<>(this.delegate.createShareConsumer(groupId, clientId));
+        }
+
+        @Override
+        public ShareConsumer<K, V> createShareConsumer(@Nullable String groupId, @Nullable String clientId,
+                @Nullable Map<String, Object> overrides) {
+            return new PollTimedShareConsumer<>(this.delegate.createShareConsumer(groupId, clientId, overrides));
+        }
+
+        @Override
+        public Map<String, Object> getConfigurationProperties() {
+            return this.delegate.getConfigurationProperties();
+        }
+
+        @Override
+        public @Nullable Deserializer<K> getKeyDeserializer() {
+            return this.delegate.getKeyDeserializer();
+        }
+
+        @Override
+        public @Nullable Deserializer<V> getValueDeserializer() {
+            return this.delegate.getValueDeserializer();
+        }
+
+        @Override
+        public boolean removeListener(ShareConsumerFactory.Listener<K, V> listener) {
+            return this.delegate.removeListener(listener);
+        }
+
+        @Override
+        public void addListener(int index, ShareConsumerFactory.Listener<K, V> listener) {
+            this.delegate.addListener(index, listener);
+        }
+
+        @Override
+        public void addListener(ShareConsumerFactory.Listener<K, V> listener) {
+            this.delegate.addListener(listener);
+        }
+
+        @Override
+        public List<ShareConsumerFactory.Listener<K, V>> getListeners() {
+            return this.delegate.getListeners();
+        }
+    }
+
     /** Runs the endpoint's listener inside a transaction; see the factory. */
     private static final class TransactionalListener<K, V> implements AcknowledgingShareConsumerAwareMessageListener<K, V> {
 
@@ -192,6 +258,10 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
         public void onShareRecord(ConsumerRecord<K, V> record, @Nullable ShareAcknowledgment acknowledgment,
                 ShareConsumer<?, ?> consumer) {
             long deadline = System.nanoTime() + this.transientRetryTime.toNanos();
+            if (consumer instanceof PollTimedShareConsumer<?, ?> timed) {
+                // never work on past two thirds of the poll's lock: another consumer could get the record after it
+                deadline = Math.min(deadline, timed.lockSafeUntil(LOCK_SHARE));
+            }
             long backOff = 200;
             while (true) {
                 boolean[] workDone = { false };
