@@ -28,6 +28,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
@@ -70,6 +71,11 @@ class CoreSnippetsTest {
             session.commitTransaction(); // both records, one transaction, one producer id
         }
         // end::core-example[]
+        // the commit returns once the coordinator decided; the markers that let read_committed readers see the records
+        // are written right after, so wait for them (the reader stops at the last stable offset)
+        await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(100))
+            .until(() -> kafka.cluster().readCommitted(ordersTopic).size() == 1
+                    && kafka.cluster().readCommitted(totalsTopic).size() == 1);
         assertThat(kafka.cluster().readCommitted(ordersTopic)).map(ConsumerRecord::key).containsExactly("o-1");
         assertThat(kafka.cluster().readCommitted(totalsTopic)).hasSize(1);
     }
