@@ -20,10 +20,13 @@ import java.util.concurrent.TimeUnit;
 import kafka.server.BrokerServer;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.security.auth.SecurityProtocol;
@@ -593,7 +596,7 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
             }
             consumer.assign(partitions);
             consumer.seekToBeginning(partitions);
-            Map<TopicPartition, Long> end = consumer.endOffsets(partitions);
+            Map<TopicPartition, Long> end = settledEndOffsets(consumer, partitions);
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
             while (!end.entrySet().stream().allMatch(e -> consumer.position(e.getKey()) >= e.getValue())) {
                 if (System.nanoTime() > deadline) {
@@ -603,6 +606,33 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
             }
         }
         return out;
+    }
+
+    /**
+     * The read_committed end offsets (the last stable offsets), after giving a transaction that just ended up to 1 s
+     * for its markers: a commit returns once the coordinator decided, and the markers that move the last stable offset
+     * are written right after. A transaction left open on purpose keeps the last stable offset where it is; then the
+     * offsets as they are after that second are returned.
+     */
+    private Map<TopicPartition, Long> settledEndOffsets(KafkaConsumer<String, String> consumer,
+            List<TopicPartition> partitions) {
+        Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+        partitions.forEach(p -> latest.put(p, OffsetSpec.latest()));
+        Map<TopicPartition, Long> highWatermarks = new HashMap<>();
+        try {
+            admin().listOffsets(latest, new ListOffsetsOptions(IsolationLevel.READ_UNCOMMITTED)).all()
+                .get(30, TimeUnit.SECONDS)
+                .forEach((p, info) -> highWatermarks.put(p, info.offset()));
+        }
+        catch (Exception ex) {
+            return consumer.endOffsets(partitions); // as before: the last stable offsets
+        }
+        long settle = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
+        Map<TopicPartition, Long> end = consumer.endOffsets(partitions);
+        while (!end.equals(highWatermarks) && System.nanoTime() < settle) {
+            end = consumer.endOffsets(partitions);
+        }
+        return end;
     }
 
     /** @return a {@link Properties} view of {@link #clientConfigs()} */
