@@ -16,6 +16,7 @@ import io.github.txnsession.spring.CurrentTransactionSession;
 import io.github.txnsession.spring.SessionEnlistment;
 import io.github.txnsession.spring.SessionProducerFactory;
 import io.github.txnsession.spring.SessionTransactionCounters;
+import io.github.txnsession.kafka.fleet.TransactionalIdFleet;
 import io.github.txnsession.spring.TransactionSessionPool;
 import io.github.txnsession.spring.TransactionSessionProxy;
 import io.github.txnsession.spring.TransactionalConsumerFactory;
@@ -41,7 +42,9 @@ import org.springframework.boot.kafka.autoconfigure.KafkaProperties;
 import org.springframework.boot.kafka.autoconfigure.SslBundleSslEngineFactory;
 import org.springframework.boot.ssl.SslBundle;
 import org.springframework.boot.task.ThreadPoolTaskExecutorBuilder;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Lazy;
 import org.springframework.context.annotation.Import;
 import org.springframework.core.env.Environment;
 import org.springframework.kafka.core.DefaultKafkaProducerFactory;
@@ -144,14 +147,69 @@ public final class TransactionSessionAutoConfiguration {
                     + "spring.kafka.* and " + TransactionSessionProperties.PREFIX + ".properties): " + ex.getMessage(),
                     ex);
         }
-        log.info("Transaction session pool: transactional ids {}0..{}{}, bootstrap servers {}", prefix, prefix,
-                properties.getPoolSize() - 1, configs.get(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG));
-        TransactionSessionPool pool = new TransactionSessionPool(prefix, properties.getPoolSize(),
-                properties.getAcquireTimeout(), configs, listeners.orderedStream().toList());
+        TransactionSessionPool pool;
+        TransactionSessionProperties.Fleet fleet = properties.getFleet();
+        if (fleet.isEnabled()) {
+            if (environment.getProperty(TwoPhaseCommitProperties.PREFIX + ".enabled", Boolean.class, false)) {
+                throw new IllegalStateException(TransactionSessionProperties.PREFIX + ".fleet.enabled=true cannot be "
+                        + "combined with " + TwoPhaseCommitProperties.PREFIX + ".enabled=true yet: a paused instance "
+                        + "whose database commit lands after a survivor settled its slot from the decision log would "
+                        + "leave the database committed and Kafka aborted. Turn one of them off (without two-phase "
+                        + "commit the session is enlisted in the application's transaction manager).");
+            }
+            log.info("Transaction session pool in fleet mode: {} slots x {} sessions, transactional ids {}<slot>-<n>, "
+                    + "bootstrap servers {}", fleet.getSlots(), fleet.getSessionsPerSlot(), prefix,
+                    configs.get(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG));
+            pool = TransactionSessionPool.forFleet(prefix, fleet.getSlots(), fleet.getSessionsPerSlot(),
+                    properties.getAcquireTimeout(), configs, listeners.orderedStream().toList());
+        }
+        else {
+            log.info("Transaction session pool: transactional ids {}0..{}{}, bootstrap servers {}", prefix, prefix,
+                    properties.getPoolSize() - 1, configs.get(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG));
+            pool = new TransactionSessionPool(prefix, properties.getPoolSize(), properties.getAcquireTimeout(),
+                    configs, listeners.orderedStream().toList());
+        }
         ThreadPoolTaskExecutorBuilder builder = taskExecutorBuilder.getIfAvailable(ThreadPoolTaskExecutorBuilder::new);
-        pool.setBackgroundExecutors(executor(builder, properties.getPoolSize(), "txn-session-"),
+        pool.setBackgroundExecutors(executor(builder, pool.size(), "txn-session-"),
                 executor(builder, 1, "txn-session-settle-"));
         return pool;
+    }
+
+    /**
+     * Fleet mode ({@code kafka.txn-session.fleet.enabled=true}): joins the fleet's group, so that the pool lends the
+     * ids of the slots this instance owns. Never lazy: without it the pool lends nothing. Closed before the pool (it
+     * depends on it): this instance's slots are given up, their sessions closed, before the pool closes.
+     *
+     * @param pool the pool in fleet mode whose listener settles and gives up slots
+     * @param properties the {@code kafka.txn-session.fleet.*} settings
+     * @return the running fleet membership
+     */
+    @Bean(destroyMethod = "close")
+    @Lazy(false)
+    @ConditionalOnMissingBean
+    @ConditionalOnProperty(prefix = TransactionSessionProperties.PREFIX + ".fleet", name = "enabled",
+            havingValue = "true")
+    public TransactionalIdFleet transactionalIdFleet(TransactionSessionPool pool,
+            TransactionSessionProperties properties) {
+        if (!pool.isFleet()) {
+            throw new IllegalStateException(TransactionSessionProperties.PREFIX + ".fleet.enabled=true, but the "
+                    + "TransactionSessionPool bean was not built for a fleet: build it with TransactionSessionPool"
+                    + ".forFleet(...) or remove it");
+        }
+        TransactionSessionProperties.Fleet f = properties.getFleet();
+        TransactionalIdFleet.Builder builder = TransactionalIdFleet
+            .builder(pool.transactionalIdPrefix(), pool.sessionConfigs())
+            .slots(f.getSlots())
+            .sessionsPerSlot(f.getSessionsPerSlot())
+            .sessionTimeout(f.getSessionTimeout())
+            .listener(pool.fleetListener());
+        if (f.getGroupId() != null) {
+            builder.groupId(f.getGroupId());
+        }
+        if (f.getSlotsTopic() != null) {
+            builder.slotsTopic(f.getSlotsTopic());
+        }
+        return builder.start();
     }
 
     /**

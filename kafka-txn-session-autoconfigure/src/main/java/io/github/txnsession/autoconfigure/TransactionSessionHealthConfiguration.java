@@ -1,8 +1,10 @@
 package io.github.txnsession.autoconfigure;
 
+import io.github.txnsession.kafka.fleet.TransactionalIdFleet;
 import io.github.txnsession.spring.SessionTransactionCounters;
 import io.github.txnsession.spring.TransactionSessionPool;
 
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator;
@@ -27,8 +29,8 @@ class TransactionSessionHealthConfiguration {
         @Bean
         @ConditionalOnMissingBean(name = "kafkaTxnSessionHealthIndicator")
         TransactionSessionHealthIndicator kafkaTxnSessionHealthIndicator(TransactionSessionPool pool,
-                SessionTransactionCounters counters) {
-            return new TransactionSessionHealthIndicator(pool, counters);
+                SessionTransactionCounters counters, ObjectProvider<TransactionalIdFleet> fleet) {
+            return new TransactionSessionHealthIndicator(pool, counters, fleet.getIfAvailable());
         }
     }
 }

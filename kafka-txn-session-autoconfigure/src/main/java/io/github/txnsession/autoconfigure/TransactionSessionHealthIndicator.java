@@ -1,8 +1,11 @@
 package io.github.txnsession.autoconfigure;
 
+import io.github.txnsession.kafka.fleet.TransactionalIdFleet;
 import io.github.txnsession.spring.SessionPoolSnapshot;
 import io.github.txnsession.spring.SessionTransactionCounters;
 import io.github.txnsession.spring.TransactionSessionPool;
+
+import org.jspecify.annotations.Nullable;
 
 import org.springframework.boot.health.contributor.Health;
 import org.springframework.boot.health.contributor.HealthIndicator;
@@ -12,20 +15,33 @@ import org.springframework.boot.health.contributor.HealthIndicator;
  * initialized, in use, waiting, exhausted acquires, replaced sessions) and how transactions ended (commits,
  * rollbacks, failures, fenced, lost, the last failure). Fenced and lost transactions are reported in the details
  * rather than as DOWN, because the pool replaces the session and later transactions succeed; alert on the
- * {@code fenced} and {@code lost} figures (or the matching metrics) instead. It makes no network call.
+ * {@code fenced} and {@code lost} figures (or the matching metrics) instead. In fleet mode it lists the fleet slots
+ * this instance owns, and is DOWN if the fleet's membership thread failed. It makes no network call.
  */
 public class TransactionSessionHealthIndicator implements HealthIndicator {
 
     private final TransactionSessionPool pool;
     private final SessionTransactionCounters counters;
+    private final @Nullable TransactionalIdFleet fleet;
 
     /**
      * @param pool the pool to report on
      * @param counters how transactions ended
      */
     public TransactionSessionHealthIndicator(TransactionSessionPool pool, SessionTransactionCounters counters) {
+        this(pool, counters, null);
+    }
+
+    /**
+     * @param pool the pool to report on
+     * @param counters how transactions ended
+     * @param fleet the fleet membership of a pool in fleet mode (DOWN if its membership thread failed), or null
+     */
+    public TransactionSessionHealthIndicator(TransactionSessionPool pool, SessionTransactionCounters counters,
+            @Nullable TransactionalIdFleet fleet) {
         this.pool = pool;
         this.counters = counters;
+        this.fleet = fleet;
     }
 
     @Override
@@ -44,6 +60,17 @@ public class TransactionSessionHealthIndicator implements HealthIndicator {
             .withDetail("failures", this.counters.failures())
             .withDetail("fenced", this.counters.fenced())
             .withDetail("lost", this.counters.lost());
+        if (this.pool.isFleet()) {
+            builder.withDetail("fleetSlotsOwned", this.pool.ownedFleetSlots());
+            TransactionalIdFleet fleet = this.fleet;
+            if (fleet != null) {
+                builder.withDetail("fleetGroup", fleet.groupId()).withDetail("fleetSlots", fleet.slots());
+                Throwable failure = fleet.failure();
+                if (failure != null) {
+                    builder.down().withDetail("fleetFailure", failure.toString());
+                }
+            }
+        }
         SessionTransactionCounters.Failure last = this.counters.lastFailure();
         if (last != null) {
             builder.withDetail("lastFailure", last.transactionalId() + " at " + last.at() + ": " + last.message());

@@ -74,6 +74,14 @@ public class TransactionSessionProperties implements Validator {
     /** Further Kafka producer properties for the sessions; they override spring.kafka.producer.* and .properties. */
     private Map<String, String> properties = new LinkedHashMap<>();
 
+    /** Fleet mode: instances with identical configuration share transactional ids through Kafka group membership. */
+    private final Fleet fleet = new Fleet();
+
+    /** @return the fleet settings ({@code kafka.txn-session.fleet.*}) */
+    public Fleet getFleet() {
+        return this.fleet;
+    }
+
     /**
      * @return whether to auto-configure the session pool, the transaction manager and the session-backed producer
      *         factory (default true)
@@ -230,6 +238,21 @@ public class TransactionSessionProperties implements Validator {
         rejectNotPositive(errors, "transactionTimeout", "transaction-timeout", p.transactionTimeout);
         rejectNotPositive(errors, "defaultTimeout", "default-timeout", p.defaultTimeout);
         rejectNotPositive(errors, "coordinatorTimeout", "coordinator-timeout", p.coordinatorTimeout);
+        Fleet f = p.fleet;
+        if (f.enabled) {
+            if (f.slots < 1 || f.slots > 10_000) {
+                errors.rejectValue("fleet.slots", "range", PREFIX + ".fleet.slots must be between 1 and 10000 (at "
+                        + "least the most instances you will run), was " + f.slots + ".");
+            }
+            if (f.sessionsPerSlot < 1 || f.sessionsPerSlot > 1_000) {
+                errors.rejectValue("fleet.sessionsPerSlot", "range", PREFIX + ".fleet.sessions-per-slot must be "
+                        + "between 1 and 1000, was " + f.sessionsPerSlot + ".");
+            }
+            if (f.sessionTimeout.toMillis() < 1000) {
+                errors.rejectValue("fleet.sessionTimeout", "min", PREFIX + ".fleet.session-timeout must be at least "
+                        + "1s (brokers allow 6s to 30min by default), was " + f.sessionTimeout + ".");
+            }
+        }
         if (p.properties.containsKey("transactional.id")) {
             errors.rejectValue("properties", "txnId", PREFIX + ".properties.transactional.id must not be set: the "
                     + "pool gives each session its id. Set " + PREFIX + ".transactional-id-prefix instead.");
@@ -246,6 +269,94 @@ public class TransactionSessionProperties implements Validator {
         if (value != null && (value.isNegative() || value.isZero())) {
             errors.rejectValue(field, "notPositive", PREFIX + "." + property + " must be positive when set, was "
                     + value);
+        }
+    }
+
+    /**
+     * Fleet mode ({@code kafka.txn-session.fleet.*}): every instance of the application, with identical
+     * configuration, joins one Kafka consumer group over a slots topic; each instance lends only the transactional ids
+     * of the slots it owns ({@code prefix + slot + "-" + k}), and a dead instance's slots are settled by a survivor
+     * within about the session timeout. Replaces {@code pool-size}: an instance has owned slots x sessions-per-slot
+     * sessions.
+     */
+    public static class Fleet {
+
+        /** Whether the pool runs in fleet mode. */
+        private boolean enabled;
+
+        /** Number of slots, the same on every instance: at least the most instances you will run. */
+        private int slots = 8;
+
+        /** Transactional ids (sessions) per slot. */
+        private int sessionsPerSlot = 2;
+
+        /** The consumer group of the fleet; defaults to the transactional id prefix + "fleet". */
+        private @Nullable String groupId;
+
+        /** The slots topic; defaults to the transactional id prefix + "fleet-slots". Created if missing. */
+        private @Nullable String slotsTopic;
+
+        /** How long an instance that stopped answering keeps its slots (the group's session timeout). */
+        private Duration sessionTimeout = Duration.ofSeconds(10);
+
+        /** @return whether the pool runs in fleet mode (default false) */
+        public boolean isEnabled() {
+            return this.enabled;
+        }
+
+        /** @param enabled whether the pool runs in fleet mode */
+        public void setEnabled(boolean enabled) {
+            this.enabled = enabled;
+        }
+
+        /** @return the number of slots (default 8) */
+        public int getSlots() {
+            return this.slots;
+        }
+
+        /** @param slots the number of slots, the same on every instance */
+        public void setSlots(int slots) {
+            this.slots = slots;
+        }
+
+        /** @return transactional ids per slot (default 2) */
+        public int getSessionsPerSlot() {
+            return this.sessionsPerSlot;
+        }
+
+        /** @param sessionsPerSlot transactional ids per slot */
+        public void setSessionsPerSlot(int sessionsPerSlot) {
+            this.sessionsPerSlot = sessionsPerSlot;
+        }
+
+        /** @return the fleet's consumer group, or null for the default */
+        public @Nullable String getGroupId() {
+            return this.groupId;
+        }
+
+        /** @param groupId the fleet's consumer group */
+        public void setGroupId(@Nullable String groupId) {
+            this.groupId = groupId;
+        }
+
+        /** @return the slots topic, or null for the default */
+        public @Nullable String getSlotsTopic() {
+            return this.slotsTopic;
+        }
+
+        /** @param slotsTopic the slots topic */
+        public void setSlotsTopic(@Nullable String slotsTopic) {
+            this.slotsTopic = slotsTopic;
+        }
+
+        /** @return the group session timeout (default 10 s) */
+        public Duration getSessionTimeout() {
+            return this.sessionTimeout;
+        }
+
+        /** @param sessionTimeout the group session timeout */
+        public void setSessionTimeout(Duration sessionTimeout) {
+            this.sessionTimeout = sessionTimeout;
         }
     }
 }

@@ -21,6 +21,8 @@ import io.github.txnsession.kafka.InvalidSessionConfigException;
 import io.github.txnsession.kafka.SessionListener;
 import io.github.txnsession.kafka.SessionState;
 import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.kafka.fleet.FleetSlot;
+import io.github.txnsession.kafka.fleet.SlotListener;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -50,10 +52,20 @@ import org.slf4j.LoggerFactory;
  * <li>{@link #close()} closes every session (open transactions are aborted); later acquires fail.</li>
  * </ul>
  *
+ * <h2>Fleet mode</h2>
+ * A pool built with {@link #forFleet} has the ids of a {@link io.github.txnsession.kafka.fleet.TransactionalIdFleet}
+ * ({@code prefix + s + "-" + k}) and lends only those of the fleet slots this instance owns: connect
+ * {@link #fleetListener()} to the fleet. A slot that arrives is settled (its in-doubt resolver, if any, then every
+ * id initialized, which aborts what the previous owner left open) before it is lent; a slot that leaves is lent no
+ * more, its idle sessions are closed at once, and the lent ones when they come back (waiting up to
+ * {@link #FLEET_REVOKE_TIMEOUT} for them before the slot is handed on; after that the next owner's initialization
+ * fences them). Instances with identical configuration then share the ids without fencing each other.
+ *
  * <h2>Not guaranteed</h2>
  * Two pools (in one process or in two instances of an application) with the same prefix fence each other's
- * sessions: give every instance its own prefix. The pool does not run crash recovery of prepared transactions;
- * initializing a slot aborts whatever its id left open.
+ * sessions, unless they are in fleet mode: otherwise give every instance its own prefix. The pool does not run crash
+ * recovery of prepared transactions; initializing a slot aborts whatever its id left open. In fleet mode an
+ * {@link #acquire()} while this instance owns no slot waits the acquire timeout, then fails.
  */
 public final class TransactionSessionPool implements AutoCloseable {
 
@@ -72,6 +84,10 @@ public final class TransactionSessionPool implements AutoCloseable {
     public static final Duration BACKGROUND_DRAIN_TIMEOUT = Duration.ofSeconds(30);
     /** how long a failed background settlement waits before it tries again */
     static final Duration SETTLE_RETRY = Duration.ofSeconds(5);
+    /** how long a fleet slot that leaves waits for its lent sessions to come back before it is handed on */
+    public static final Duration FLEET_REVOKE_TIMEOUT = Duration.ofSeconds(30);
+    /** fleet mode: transactional ids per fleet slot; 0 outside a fleet */
+    private final int sessionsPerFleetSlot;
 
     private volatile @Nullable Consumer<String> inDoubtResolver;
     private volatile @Nullable Runnable acquireGate;
@@ -104,6 +120,36 @@ public final class TransactionSessionPool implements AutoCloseable {
      */
     public TransactionSessionPool(String transactionalIdPrefix, int size, Duration acquireTimeout,
             Map<String, ?> sessionConfigs, List<? extends SessionListener> listeners) {
+        this(transactionalIdPrefix, size, 0, acquireTimeout, sessionConfigs, listeners);
+    }
+
+    /**
+     * A pool in fleet mode: one slot per id of a {@link io.github.txnsession.kafka.fleet.TransactionalIdFleet} with
+     * the same prefix, slot count and sessions per slot, lending only the ids of the fleet slots this instance owns.
+     * Connect it with {@code TransactionalIdFleet.builder(prefix, configs).listener(pool.fleetListener())}.
+     *
+     * @param transactionalIdPrefix the fleet's prefix; ids are {@code prefix + s + "-" + k}
+     * @param fleetSlots the fleet's slot count, at least 1
+     * @param sessionsPerFleetSlot the fleet's ids per slot, at least 1
+     * @param acquireTimeout how long {@link #acquire()} waits for a free session of an owned slot
+     * @param sessionConfigs configs of every session, as for the other constructor
+     * @param listeners told about lost or fenced transactions that a session's background heartbeat finds
+     * @return the pool; it lends nothing until the fleet assigns it slots
+     * @throws IllegalArgumentException naming the argument, if one is invalid
+     */
+    public static TransactionSessionPool forFleet(String transactionalIdPrefix, int fleetSlots,
+            int sessionsPerFleetSlot, Duration acquireTimeout, Map<String, ?> sessionConfigs,
+            List<? extends SessionListener> listeners) {
+        if (fleetSlots < 1 || sessionsPerFleetSlot < 1) {
+            throw new IllegalArgumentException("fleet slots and sessions per slot must be at least 1, were "
+                    + fleetSlots + " and " + sessionsPerFleetSlot);
+        }
+        return new TransactionSessionPool(transactionalIdPrefix, Math.multiplyExact(fleetSlots, sessionsPerFleetSlot),
+                sessionsPerFleetSlot, acquireTimeout, sessionConfigs, listeners);
+    }
+
+    private TransactionSessionPool(String transactionalIdPrefix, int size, int sessionsPerFleetSlot,
+            Duration acquireTimeout, Map<String, ?> sessionConfigs, List<? extends SessionListener> listeners) {
         Objects.requireNonNull(transactionalIdPrefix, "transactionalIdPrefix");
         Objects.requireNonNull(acquireTimeout, "acquireTimeout");
         Objects.requireNonNull(sessionConfigs, "sessionConfigs");
@@ -128,9 +174,17 @@ public final class TransactionSessionPool implements AutoCloseable {
         this.acquireTimeout = acquireTimeout;
         this.sessionConfigs = Map.copyOf(new HashMap<>(sessionConfigs));
         this.listeners = List.copyOf(Objects.requireNonNull(listeners, "listeners"));
+        this.sessionsPerFleetSlot = sessionsPerFleetSlot;
         this.slots = new Slot[size];
         for (int i = 0; i < size; i++) {
-            this.slots[i] = new Slot(i, transactionalIdPrefix + i);
+            if (sessionsPerFleetSlot == 0) {
+                this.slots[i] = new Slot(i, transactionalIdPrefix + i, -1);
+            }
+            else {
+                int fleetSlot = i / sessionsPerFleetSlot;
+                this.slots[i] = new Slot(i, FleetSlot.transactionalId(transactionalIdPrefix, fleetSlot,
+                        i % sessionsPerFleetSlot), fleetSlot);
+            }
         }
     }
 
@@ -182,6 +236,15 @@ public final class TransactionSessionPool implements AutoCloseable {
                 }
                 if (remaining <= 0) {
                     this.exhausted++;
+                    if (isFleet()) {
+                        throw new SessionPoolExhaustedException("The " + ownedCount() + " transaction sessions of "
+                                + "the fleet slots this instance owns (pool '" + this.prefix + "') stayed in use for "
+                                + this.acquireTimeout.toMillis() + " ms (holders: " + holders() + "). "
+                                + (ownedCount() == 0 ? "This instance owns no fleet slot yet: the fleet is starting "
+                                        + "or rebalancing, or more instances run than kafka.txn-session.fleet.slots. "
+                                        : "Raise kafka.txn-session.fleet.sessions-per-slot or the acquire timeout, or "
+                                                + "keep transactions shorter."));
+                    }
                     throw new SessionPoolExhaustedException("All " + this.size + " transaction sessions of pool '"
                             + this.prefix + "' stayed in use for " + this.acquireTimeout.toMillis() + " ms (holders: "
                             + holders() + "). Raise the pool size or the acquire timeout "
@@ -627,8 +690,11 @@ public final class TransactionSessionPool implements AutoCloseable {
         abandonQuietly(session);
         slot.inDoubt = true;
         giveBack(slot, null);
-        // not at once: a database commit whose outcome was unknown may still be landing
-        scheduleSettlement(slot, SETTLE_RETRY);
+        // not at once: a database commit whose outcome was unknown may still be landing. A fleet slot this instance
+        // no longer owns is settled by its next owner.
+        if (slot.owned) {
+            scheduleSettlement(slot, SETTLE_RETRY);
+        }
     }
 
     private void giveBack(Slot slot, @Nullable TransactionSession keep) {
@@ -642,11 +708,12 @@ public final class TransactionSessionPool implements AutoCloseable {
             slot.owner = null;
             slot.releasedSeq = ++this.releases;
             this.inUse--;
-            closeNow = this.closed && keep != null;
+            // a fleet slot that left while the session was lent: its next owner initializes the id
+            closeNow = (this.closed || !slot.owned) && keep != null;
             if (closeNow) {
                 slot.session = null;
             }
-            this.released.signal();
+            this.released.signalAll(); // acquirers, and a fleet slot's revocation waiting for its sessions
         }
         finally {
             this.lock.unlock();
@@ -663,7 +730,7 @@ public final class TransactionSessionPool implements AutoCloseable {
         Slot initialized = null;
         Slot uninitialized = null;
         for (Slot s : this.slots) {
-            if (s.owner == null) {
+            if (s.owner == null && s.owned) {
                 if (s.session != null) {
                     if (initialized == null || s.releasedSeq < initialized.releasedSeq) {
                         initialized = s;
@@ -849,7 +916,172 @@ public final class TransactionSessionPool implements AutoCloseable {
 
     @Override
     public String toString() {
+        if (isFleet()) {
+            return "TransactionSessionPool[fleet " + this.prefix + ", " + this.size / this.sessionsPerFleetSlot
+                    + " slots x " + this.sessionsPerFleetSlot + "]";
+        }
         return "TransactionSessionPool[" + this.prefix + "0.." + this.prefix + (this.size - 1) + "]";
+    }
+
+    /** @return whether this pool was built with {@link #forFleet} */
+    public boolean isFleet() {
+        return this.sessionsPerFleetSlot > 0;
+    }
+
+    /** @return the fleet slots this instance owns and has settled (empty outside a fleet) */
+    public java.util.SortedSet<Integer> ownedFleetSlots() {
+        java.util.SortedSet<Integer> owned = new java.util.TreeSet<>();
+        this.lock.lock();
+        try {
+            for (Slot s : this.slots) {
+                if (s.fleetSlot >= 0 && s.owned) {
+                    owned.add(s.fleetSlot);
+                }
+            }
+        }
+        finally {
+            this.lock.unlock();
+        }
+        return owned;
+    }
+
+    /** Lock held or not: a count for messages. */
+    private int ownedCount() {
+        int n = 0;
+        for (Slot s : this.slots) {
+            if (s.owned) {
+                n++;
+            }
+        }
+        return n;
+    }
+
+    /**
+     * @return the listener to give the {@link io.github.txnsession.kafka.fleet.TransactionalIdFleet} of this pool
+     *         (same prefix, slots and sessions per slot): it settles and lends the ids of slots that arrive, and
+     *         stops lending and closes the sessions of slots that leave
+     * @throws IllegalStateException if the pool was not built with {@link #forFleet}
+     */
+    public SlotListener fleetListener() {
+        if (!isFleet()) {
+            throw new IllegalStateException("Transaction session pool '" + this.prefix + "' was not built for a fleet "
+                    + "(TransactionSessionPool.forFleet)");
+        }
+        return new FleetSlots();
+    }
+
+    private List<Slot> slotsOf(FleetSlot fleetSlot) {
+        List<Slot> mine = new ArrayList<>();
+        for (Slot s : this.slots) {
+            if (s.fleetSlot == fleetSlot.index()) {
+                mine.add(s);
+            }
+        }
+        if (mine.size() != fleetSlot.transactionalIds().size()
+                || !mine.stream().map(s -> s.transactionalId).toList().equals(fleetSlot.transactionalIds())) {
+            throw new IllegalStateException("Fleet slot " + fleetSlot + " does not match pool '" + this.prefix
+                    + "' (" + this.size / this.sessionsPerFleetSlot + " slots x " + this.sessionsPerFleetSlot
+                    + "): the fleet and the pool must have the same prefix, slots and sessions per slot");
+        }
+        return mine;
+    }
+
+    /** Settles fleet slots that arrive, gives up those that leave; called on the fleet's membership thread. */
+    private final class FleetSlots implements SlotListener {
+
+        @Override
+        public void slotAssigned(FleetSlot fleetSlot) {
+            List<Slot> mine = slotsOf(fleetSlot);
+            TransactionSessionPool.this.lock.lock();
+            try {
+                for (Slot s : mine) {
+                    if (s.owner != null) {
+                        // still lent from an earlier ownership (its revocation timed out): the fleet retries
+                        throw new IllegalStateException("Transaction session '" + s.transactionalId + "' is still "
+                                + "in use from an earlier ownership of fleet slot " + fleetSlot.index());
+                    }
+                }
+            }
+            finally {
+                TransactionSessionPool.this.lock.unlock();
+            }
+            List<TransactionSession> opened = new ArrayList<>();
+            try {
+                Consumer<String> resolver = TransactionSessionPool.this.inDoubtResolver;
+                for (Slot s : mine) {
+                    if (resolver != null) {
+                        resolver.accept(s.transactionalId); // what the previous owner left, from the decision log
+                    }
+                    // initializing aborts what the previous owner left open and fences it, if it still runs
+                    opened.add(createSession(s.transactionalId));
+                }
+            }
+            catch (RuntimeException ex) {
+                opened.forEach(TransactionSessionPool.this::closeQuietly);
+                throw ex;
+            }
+            List<TransactionSession> toClose = new ArrayList<>();
+            TransactionSessionPool.this.lock.lock();
+            try {
+                for (int i = 0; i < mine.size(); i++) {
+                    Slot s = mine.get(i);
+                    if (TransactionSessionPool.this.closed) {
+                        toClose.add(opened.get(i));
+                        continue;
+                    }
+                    if (s.session != null) {
+                        toClose.add(s.session); // left from an earlier ownership: superseded by the new one
+                    }
+                    s.session = opened.get(i);
+                    s.inDoubt = false;
+                    s.owned = true;
+                }
+                TransactionSessionPool.this.released.signalAll();
+            }
+            finally {
+                TransactionSessionPool.this.lock.unlock();
+            }
+            toClose.forEach(TransactionSessionPool.this::closeQuietly);
+        }
+
+        @Override
+        public void slotRevoked(FleetSlot fleetSlot, boolean lost) {
+            List<Slot> mine = slotsOf(fleetSlot);
+            List<TransactionSession> toClose = new ArrayList<>();
+            List<String> stillLent = new ArrayList<>();
+            TransactionSessionPool.this.lock.lock();
+            try {
+                mine.forEach(s -> s.owned = false); // lent no more
+                long remaining = FLEET_REVOKE_TIMEOUT.toNanos();
+                while (remaining > 0 && mine.stream().anyMatch(s -> s.owner != null)
+                        && !TransactionSessionPool.this.closed) {
+                    remaining = TransactionSessionPool.this.released.awaitNanos(remaining);
+                }
+                for (Slot s : mine) {
+                    if (s.owner == null) {
+                        if (s.session != null) {
+                            toClose.add(s.session);
+                            s.session = null;
+                        }
+                    }
+                    else {
+                        stillLent.add(s.transactionalId + "@" + s.owner.getName());
+                    }
+                }
+            }
+            catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+            }
+            finally {
+                TransactionSessionPool.this.lock.unlock();
+            }
+            if (!stillLent.isEmpty()) {
+                log.warn("Fleet slot {} leaves this instance{} while {} still in use after {} s; closed when given "
+                        + "back, and fenced by the next owner's initialization", fleetSlot.index(),
+                        lost ? " (membership lost)" : "", stillLent, FLEET_REVOKE_TIMEOUT.toSeconds());
+            }
+            toClose.forEach(TransactionSessionPool.this::closeQuietly); // an open transaction is aborted
+        }
     }
 
     private static final class Slot {
@@ -866,10 +1098,16 @@ public final class TransactionSessionPool implements AutoCloseable {
         volatile boolean inDoubt;
         /** guarded by the pool lock: a background settlement of this slot is scheduled */
         boolean settlementScheduled;
+        /** the fleet slot this slot's id belongs to; -1 outside a fleet */
+        final int fleetSlot;
+        /** written under the pool lock: the slot may be lent (always outside a fleet; while its fleet slot is owned) */
+        volatile boolean owned;
 
-        Slot(int index, String transactionalId) {
+        Slot(int index, String transactionalId, int fleetSlot) {
             this.index = index;
             this.transactionalId = transactionalId;
+            this.fleetSlot = fleetSlot;
+            this.owned = fleetSlot < 0;
         }
     }
 }
