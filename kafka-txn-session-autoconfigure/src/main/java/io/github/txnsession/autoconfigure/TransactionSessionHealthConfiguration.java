@@ -1,8 +1,17 @@
 package io.github.txnsession.autoconfigure;
 
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+
+import io.github.txnsession.kafka.ClusterGuarantees;
 import io.github.txnsession.kafka.fleet.TransactionalIdFleet;
 import io.github.txnsession.spring.SessionTransactionCounters;
 import io.github.txnsession.spring.TransactionSessionPool;
+
+import org.apache.kafka.clients.CommonClientConfigs;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -22,6 +31,8 @@ import org.springframework.context.annotation.Configuration;
         "org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator" })
 class TransactionSessionHealthConfiguration {
 
+    private static final Logger log = LoggerFactory.getLogger(TransactionSessionHealthConfiguration.class);
+
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnEnabledHealthIndicator("kafkatxnsession")
     static class HealthIndicatorConfiguration {
@@ -30,7 +41,31 @@ class TransactionSessionHealthConfiguration {
         @ConditionalOnMissingBean(name = "kafkaTxnSessionHealthIndicator")
         TransactionSessionHealthIndicator kafkaTxnSessionHealthIndicator(TransactionSessionPool pool,
                 SessionTransactionCounters counters, ObjectProvider<TransactionalIdFleet> fleet) {
-            return new TransactionSessionHealthIndicator(pool, counters, fleet.getIfAvailable());
+            TransactionSessionHealthIndicator indicator = new TransactionSessionHealthIndicator(pool, counters,
+                    fleet.getIfAvailable());
+            indicator.setClusterGuarantees(detectInBackground(pool.sessionConfigs()));
+            return indicator;
+        }
+
+        /** One ApiVersions round trip on a daemon thread, bounded by a 10 s request timeout; logged once. */
+        private static CompletableFuture<ClusterGuarantees> detectInBackground(Map<String, Object> sessionConfigs) {
+            Map<String, Object> configs = new HashMap<>(sessionConfigs);
+            configs.put(CommonClientConfigs.REQUEST_TIMEOUT_MS_CONFIG, 10_000);
+            CompletableFuture<ClusterGuarantees> result = new CompletableFuture<>();
+            Thread t = new Thread(() -> {
+                try {
+                    ClusterGuarantees g = ClusterGuarantees.detect(configs);
+                    log.info("Kafka cluster allows: {}", g.summary());
+                    result.complete(g);
+                }
+                catch (RuntimeException ex) {
+                    log.warn("Could not detect what the Kafka cluster allows: {}", ex.toString());
+                    result.completeExceptionally(ex);
+                }
+            }, "txn-session-cluster-guarantees");
+            t.setDaemon(true);
+            t.start();
+            return result;
         }
     }
 }

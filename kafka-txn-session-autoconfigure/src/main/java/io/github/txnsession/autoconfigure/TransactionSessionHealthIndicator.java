@@ -1,5 +1,8 @@
 package io.github.txnsession.autoconfigure;
 
+import java.util.concurrent.CompletableFuture;
+
+import io.github.txnsession.kafka.ClusterGuarantees;
 import io.github.txnsession.kafka.fleet.TransactionalIdFleet;
 import io.github.txnsession.spring.SessionPoolSnapshot;
 import io.github.txnsession.spring.SessionTransactionCounters;
@@ -16,13 +19,15 @@ import org.springframework.boot.health.contributor.HealthIndicator;
  * rollbacks, failures, fenced, lost, the last failure). Fenced and lost transactions are reported in the details
  * rather than as DOWN, because the pool replaces the session and later transactions succeed; alert on the
  * {@code fenced} and {@code lost} figures (or the matching metrics) instead. In fleet mode it lists the fleet slots
- * this instance owns, and is DOWN if the fleet's membership thread failed. It makes no network call.
+ * this instance owns, and is DOWN if the fleet's membership thread failed. It states the guarantee level the cluster
+ * allows ({@link ClusterGuarantees}, detected once in the background at startup). It makes no network call.
  */
 public class TransactionSessionHealthIndicator implements HealthIndicator {
 
     private final TransactionSessionPool pool;
     private final SessionTransactionCounters counters;
     private final @Nullable TransactionalIdFleet fleet;
+    private volatile @Nullable CompletableFuture<ClusterGuarantees> guarantees;
 
     /**
      * @param pool the pool to report on
@@ -42,6 +47,14 @@ public class TransactionSessionHealthIndicator implements HealthIndicator {
         this.pool = pool;
         this.counters = counters;
         this.fleet = fleet;
+    }
+
+    /**
+     * @param detection what the cluster allows, detected in the background at startup; shown as
+     *        {@code clusterGuarantees} ("detecting" until done, "unknown" if no broker answered)
+     */
+    public void setClusterGuarantees(CompletableFuture<ClusterGuarantees> detection) {
+        this.guarantees = detection;
     }
 
     @Override
@@ -69,6 +82,20 @@ public class TransactionSessionHealthIndicator implements HealthIndicator {
                 if (failure != null) {
                     builder.down().withDetail("fleetFailure", failure.toString());
                 }
+            }
+        }
+        CompletableFuture<ClusterGuarantees> detected = this.guarantees;
+        if (detected != null) {
+            if (!detected.isDone()) {
+                builder.withDetail("clusterGuarantees", "detecting");
+            }
+            else if (detected.isCompletedExceptionally()) {
+                builder.withDetail("clusterGuarantees", "unknown (no broker answered at startup)");
+            }
+            else {
+                ClusterGuarantees g = detected.join();
+                builder.withDetail("clusterGuarantees", g.summary()).withDetail("transactionVersion",
+                        g.transactionVersion());
             }
         }
         SessionTransactionCounters.Failure last = this.counters.lastFailure();

@@ -89,6 +89,9 @@ class FleetModeTest {
                 assertThat(counters.commits()).isPositive();
                 Map<String, Object> health = app.getBean(TransactionSessionHealthIndicatorAccess.class).details();
                 assertThat(health).containsKey("fleetSlotsOwned").containsEntry("fleetSlots", SLOTS);
+                await().atMost(Duration.ofSeconds(30)).untilAsserted(() -> assertThat(
+                        app.getBean(TransactionSessionHealthIndicatorAccess.class).details().get("clusterGuarantees"))
+                                .asString().contains("transaction version"));
             }
             Set<String> ids = kafka.cluster().admin().listTransactions().all().get(30, TimeUnit.SECONDS).stream()
                     .map(TransactionListing::transactionalId).filter(id -> id.startsWith("fleet-app-"))

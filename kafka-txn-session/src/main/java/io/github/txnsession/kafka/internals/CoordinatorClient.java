@@ -351,6 +351,37 @@ public final class CoordinatorClient implements AutoCloseable {
         return versions != null && versions.apiVersion(key) != null;
     }
 
+    /**
+     * @param apiKeyName the name of an {@link ApiKeys} constant, e.g. {@code INIT_PRODUCER_ID}
+     * @return the highest version of that API the broker this client talks to advertises, or -1 if it advertises
+     *         none (or this kafka-clients release does not know the name)
+     */
+    public short maxApiVersion(String apiKeyName) {
+        ApiKeys key;
+        try {
+            key = ApiKeys.valueOf(apiKeyName);
+        }
+        catch (IllegalArgumentException ex) {
+            return -1;
+        }
+        Node node = anyBroker(deadline(Duration.ofMillis(this.requestTimeoutMs)));
+        NodeApiVersions versions = this.apiVersions.get(node.idString());
+        if (versions == null || versions.apiVersion(key) == null) {
+            return -1;
+        }
+        return versions.apiVersion(key).maxVersion();
+    }
+
+    /**
+     * @param feature a feature name, e.g. {@code share.version}
+     * @return its finalized level as last reported in an ApiVersions response (0 when unknown or not finalized)
+     */
+    public short finalizedFeatureLevel(String feature) {
+        transactionVersion(); // connects first if no ApiVersions response was seen yet
+        ApiVersions.FinalizedFeaturesInfo info = this.apiVersions.getFinalizedFeaturesInfo();
+        return info.finalizedFeatures == null ? 0 : info.finalizedFeatures.getOrDefault(feature, (short) 0);
+    }
+
     private Node coordinator(String transactionalId, long deadline) {
         KnownCoordinator known = this.coordinators.get(transactionalId);
         if (known != null) {
