@@ -209,7 +209,9 @@ public final class TransactionSessionAutoConfiguration {
         if (f.getSlotsTopic() != null) {
             builder.slotsTopic(f.getSlotsTopic());
         }
-        return builder.start();
+        TransactionalIdFleet fleet = builder.start();
+        pool.setFleetSettlementRequester(fleet::requestSettlement);
+        return fleet;
     }
 
     /**

@@ -19,7 +19,7 @@ import org.springframework.boot.health.contributor.HealthIndicator;
  * rollbacks, failures, fenced, lost, the last failure). Fenced and lost transactions are reported in the details
  * rather than as DOWN, because the pool replaces the session and later transactions succeed; alert on the
  * {@code fenced} and {@code lost} figures (or the matching metrics) instead. In fleet mode it lists the fleet slots
- * this instance owns, and is DOWN if the fleet's membership thread failed. It states the guarantee level the cluster
+ * this instance owns, is OUT_OF_SERVICE while it owns none, and DOWN if the fleet's membership thread failed. It states the guarantee level the cluster
  * allows ({@link ClusterGuarantees}, detected once in the background at startup). It makes no network call.
  */
 public class TransactionSessionHealthIndicator implements HealthIndicator {
@@ -74,7 +74,13 @@ public class TransactionSessionHealthIndicator implements HealthIndicator {
             .withDetail("fenced", this.counters.fenced())
             .withDetail("lost", this.counters.lost());
         if (this.pool.isFleet()) {
-            builder.withDetail("fleetSlotsOwned", this.pool.ownedFleetSlots());
+            java.util.SortedSet<Integer> owned = this.pool.ownedFleetSlots();
+            builder.withDetail("fleetSlotsOwned", owned);
+            if (owned.isEmpty() && !s.closed()) {
+                // no id to lend: its listeners' transactions wait and fail; let a load balancer route around it
+                builder.outOfService().withDetail("fleetReason", "this instance owns no fleet slot (starting, "
+                        + "rebalancing, or more instances than kafka.txn-session.fleet.slots)");
+            }
             TransactionalIdFleet fleet = this.fleet;
             if (fleet != null) {
                 builder.withDetail("fleetGroup", fleet.groupId()).withDetail("fleetSlots", fleet.slots());

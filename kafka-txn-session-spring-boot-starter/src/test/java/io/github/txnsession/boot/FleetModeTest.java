@@ -63,13 +63,14 @@ class FleetModeTest {
             await().atMost(Duration.ofSeconds(60)).until(() -> !pool(apps.get(0)).ownedFleetSlots().isEmpty());
             apps.add(start());
             apps.add(start());
-            await().atMost(Duration.ofSeconds(60)).until(() -> apps.stream()
-                    .allMatch(a -> !pool(a).ownedFleetSlots().isEmpty()));
-            assertDisjointAndComplete(apps);
+            await().atMost(Duration.ofSeconds(60)).untilAsserted(() -> assertDisjointAndComplete(apps));
+            assertThat(apps).allMatch(a -> !pool(a).ownedFleetSlots().isEmpty());
             produce(RECORDS / 3, 2 * RECORDS / 3);
 
             ConfigurableApplicationContext leaving = apps.remove(1);
+            SessionTransactionCounters leavingCounters = leaving.getBean(SessionTransactionCounters.class);
             leaving.close();
+            assertThat(leavingCounters.fenced()).as("the leaving instance was not fenced either").isZero();
             await().atMost(Duration.ofSeconds(60)).untilAsserted(() -> assertDisjointAndComplete(apps));
             produce(2 * RECORDS / 3, RECORDS);
 
@@ -101,6 +102,49 @@ class FleetModeTest {
         }
         finally {
             apps.forEach(ConfigurableApplicationContext::close);
+        }
+    }
+
+    @Test
+    void aFencedSessionIsInitializedAgainOnlyByTheFleetAfterItConfirmedOwnership() {
+        kafka.cluster().createTopics(1, "fleet-fence-out");
+        try (ConfigurableApplicationContext app = new SpringApplicationBuilder(App.class).web(WebApplicationType.NONE)
+            .properties("spring.main.banner-mode=off", CommittedReader.KAFKA_ONLY,
+                    "spring.kafka.bootstrap-servers=" + kafka.bootstrapServers(),
+                    "spring.kafka.listener.auto-startup=false",
+                    "kafka.txn-session.transactional-id-prefix=fleet-fence-",
+                    "kafka.txn-session.fleet.enabled=true", "kafka.txn-session.fleet.slots=2",
+                    "kafka.txn-session.fleet.session-timeout=6s")
+            .run()) {
+            TransactionSessionPool pool = pool(app);
+            await().atMost(Duration.ofSeconds(60)).until(() -> pool.snapshot().initialized() == 4);
+            // an intruder initializes one of the instance's ids: that session is fenced
+            Map<String, Object> configs = kafka.cluster().clientConfigs();
+            configs.put("transactional.id", "fleet-fence-1-0");
+            try (KafkaProducer<String, String> intruder = new KafkaProducer<>(configs, new StringSerializer(),
+                    new StringSerializer())) {
+                intruder.initTransactions();
+            }
+            @SuppressWarnings("unchecked")
+            KafkaTemplate<Object, Object> template = app.getBean(KafkaTemplate.class);
+            int failed = 0;
+            for (int i = 0; i < 8; i++) {
+                try {
+                    int n = i;
+                    template.executeInTransaction(t -> t.send("fleet-fence-out", "k", "v" + n));
+                }
+                catch (RuntimeException ex) {
+                    failed++;
+                }
+            }
+            assertThat(failed).as("the fenced session's transaction failed").isEqualTo(1);
+            // the pool did not initialize the id itself; the fleet did, after its ownership check
+            await().atMost(Duration.ofSeconds(30)).until(() -> pool.snapshot().initialized() == 4);
+            for (int i = 0; i < 8; i++) {
+                int n = i;
+                template.executeInTransaction(t -> t.send("fleet-fence-out", "k", "w" + n));
+            }
+            assertThat(CommittedReader.readToEnd(kafka.bootstrapServers(), "fleet-fence-out", true)).hasSize(15);
         }
     }
 

@@ -16,6 +16,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
+import java.util.function.IntConsumer;
+import java.util.function.Supplier;
 
 import io.github.txnsession.kafka.InvalidSessionConfigException;
 import io.github.txnsession.kafka.SessionListener;
@@ -55,11 +57,14 @@ import org.slf4j.LoggerFactory;
  * <h2>Fleet mode</h2>
  * A pool built with {@link #forFleet} has the ids of a {@link io.github.txnsession.kafka.fleet.TransactionalIdFleet}
  * ({@code prefix + s + "-" + k}) and lends only those of the fleet slots this instance owns: connect
- * {@link #fleetListener()} to the fleet. A slot that arrives is settled (its in-doubt resolver, if any, then every
- * id initialized, which aborts what the previous owner left open) before it is lent; a slot that leaves is lent no
- * more, its idle sessions are closed at once, and the lent ones when they come back (waiting up to
- * {@link #FLEET_REVOKE_TIMEOUT} for them before the slot is handed on; after that the next owner's initialization
- * fences them). Instances with identical configuration then share the ids without fencing each other.
+ * {@link #fleetListener()} (and {@link #setFleetSettlementRequester}) to the fleet. A slot that arrives is settled
+ * (its in-doubt resolver or {@link FleetIdSettler}, then every id initialized, which aborts what the previous owner
+ * left open) before it is lent; a slot that leaves is lent no more, its idle sessions are closed at once, and the
+ * lent ones when they come back (waiting up to {@link #FLEET_REVOKE_TIMEOUT} for them before the slot is handed on,
+ * not at all when the membership was lost; after that the next owner's initialization fences them). The pool never
+ * initializes a fleet id on its own: a session closed while its slot is owned (fenced, failed, in doubt) leaves its
+ * id unlent until the fleet, after confirming ownership with the group coordinator, settles the slot again. Instances
+ * with identical configuration then share the ids without fencing each other.
  *
  * <h2>Not guaranteed</h2>
  * Two pools (in one process or in two instances of an application) with the same prefix fence each other's
@@ -90,6 +95,12 @@ public final class TransactionSessionPool implements AutoCloseable {
     private final int sessionsPerFleetSlot;
 
     private volatile @Nullable Consumer<String> inDoubtResolver;
+    /** fleet mode: asks the fleet to settle a fleet slot again (after a membership check) */
+    private volatile @Nullable IntConsumer fleetSettlementRequester;
+    /** fleet mode: settles one id and opens its session, e.g. under a decision-log lock; null: resolver, then open */
+    private volatile @Nullable FleetIdSettler fleetIdSettler;
+    /** fleet mode: slots are not settled before a {@link FleetIdSettler} is set (two-phase commit wiring) */
+    private volatile boolean fleetIdSettlerRequired;
     private volatile @Nullable Runnable acquireGate;
     /**
      * runs the clearing of decision rows and the settling of in-doubt slots (set by
@@ -340,7 +351,7 @@ public final class TransactionSessionPool implements AutoCloseable {
             this.lock.lock();
             try {
                 slot.owner = null;
-                this.released.signal();
+                this.released.signalAll();
             }
             finally {
                 this.lock.unlock();
@@ -374,6 +385,12 @@ public final class TransactionSessionPool implements AutoCloseable {
         }
         if (idle != null) {
             abandonQuietly(idle);
+        }
+        if (slot.fleetSlot >= 0) {
+            if (slot.owned) {
+                requestFleetSettlement(slot);
+            }
+            return; // another instance's slot: its owner settles it
         }
         scheduleSettlement(slot, SETTLE_RETRY);
     }
@@ -669,7 +686,8 @@ public final class TransactionSessionPool implements AutoCloseable {
             }
         }
         if (session.state() != SessionState.READY) {
-            log.warn("Transaction session '{}' is {} after use; closing it, its slot starts a new session on next use"
+            log.warn("Transaction session '{}' is {} after use; closing it, its slot starts a new session "
+                    + (slot.fleetSlot >= 0 ? "once the fleet confirmed this instance still owns it" : "on next use")
                     + (session.state() == SessionState.FATAL_ERROR ? " (if it was fenced, check that no other "
                             + "application instance uses the transactional id prefix '" + this.prefix + "')" : ""),
                     session.transactionalId(), session.state());
@@ -692,13 +710,15 @@ public final class TransactionSessionPool implements AutoCloseable {
         giveBack(slot, null);
         // not at once: a database commit whose outcome was unknown may still be landing. A fleet slot this instance
         // no longer owns is settled by its next owner.
-        if (slot.owned) {
-            scheduleSettlement(slot, SETTLE_RETRY);
+        if (slot.fleetSlot >= 0) {
+            return; // giveBack asked the fleet to settle it again: its thread runs the resolver, after a check
         }
+        scheduleSettlement(slot, SETTLE_RETRY);
     }
 
     private void giveBack(Slot slot, @Nullable TransactionSession keep) {
         boolean closeNow = false;
+        boolean resettle;
         this.lock.lock();
         try {
             if (keep == null && slot.session != null && !this.closed) {
@@ -713,6 +733,7 @@ public final class TransactionSessionPool implements AutoCloseable {
             if (closeNow) {
                 slot.session = null;
             }
+            resettle = slot.fleetSlot >= 0 && slot.owned && keep == null && !this.closed;
             this.released.signalAll(); // acquirers, and a fleet slot's revocation waiting for its sessions
         }
         finally {
@@ -720,6 +741,22 @@ public final class TransactionSessionPool implements AutoCloseable {
         }
         if (closeNow) {
             closeQuietly(keep);
+        }
+        if (resettle) {
+            requestFleetSettlement(slot);
+        }
+    }
+
+    /** Fleet mode: the slot's session was closed; the fleet initializes its id again once it confirmed ownership. */
+    private void requestFleetSettlement(Slot slot) {
+        IntConsumer requester = this.fleetSettlementRequester;
+        if (requester != null) {
+            requester.accept(slot.fleetSlot);
+        }
+        else {
+            log.warn("Transaction session '{}' was closed and no fleet is connected to settle it again (set "
+                    + "setFleetSettlementRequester): the id stays unused until its fleet slot is assigned again",
+                    slot.transactionalId);
         }
     }
 
@@ -730,7 +767,8 @@ public final class TransactionSessionPool implements AutoCloseable {
         Slot initialized = null;
         Slot uninitialized = null;
         for (Slot s : this.slots) {
-            if (s.owner == null && s.owned) {
+            // in fleet mode only settled slots are lent: an id is initialized by the fleet's thread, never here
+            if (s.owner == null && s.owned && (s.session != null || s.fleetSlot < 0)) {
                 if (s.session != null) {
                     if (initialized == null || s.releasedSeq < initialized.releasedSeq) {
                         initialized = s;
@@ -986,54 +1024,103 @@ public final class TransactionSessionPool implements AutoCloseable {
         return mine;
     }
 
+    /**
+     * Fleet mode: sets what asks the fleet to settle a fleet slot again when one of its sessions was closed (fenced,
+     * failed, released in doubt): {@code fleet::requestSettlement}. The fleet then calls {@link #fleetListener()}'s
+     * {@code slotAssigned} after confirming ownership, which initializes the ids that have no session.
+     *
+     * @param requester the fleet's {@code requestSettlement}
+     */
+    public void setFleetSettlementRequester(IntConsumer requester) {
+        this.fleetSettlementRequester = Objects.requireNonNull(requester, "requester");
+    }
+
+    /**
+     * Fleet mode: sets how one id of an arriving slot is settled and opened. Two-phase commit sets one that holds the
+     * id's decision-log key while it completes a decided transaction and initializes the id, so that a paused former
+     * owner's decision cannot commit in between. Without one, the {@linkplain #setInDoubtResolver resolver} runs, then
+     * the id is initialized.
+     *
+     * @param settler settles the id and returns its initialized session (from the supplier it is given)
+     */
+    public void setFleetIdSettler(FleetIdSettler settler) {
+        this.fleetIdSettler = Objects.requireNonNull(settler, "settler");
+    }
+
+    /**
+     * Fleet mode: no slot is settled until {@link #setFleetIdSettler} was called (the fleet retries meanwhile), for
+     * wiring where the settler is set after the fleet may already have started.
+     */
+    public void requireFleetIdSettler() {
+        this.fleetIdSettlerRequired = true;
+    }
+
+    /** Fleet mode: settles one id of an arriving fleet slot and opens its session. */
+    @FunctionalInterface
+    public interface FleetIdSettler {
+
+        /**
+         * @param transactionalId the id to settle
+         * @param open initializes the id and returns its session (it aborts what the id left open)
+         * @return the initialized session
+         * @throws RuntimeException if the id cannot be settled now (the fleet retries)
+         */
+        TransactionSession settleAndOpen(String transactionalId, Supplier<TransactionSession> open);
+    }
+
     /** Settles fleet slots that arrive, gives up those that leave; called on the fleet's membership thread. */
     private final class FleetSlots implements SlotListener {
 
         @Override
         public void slotAssigned(FleetSlot fleetSlot) {
             List<Slot> mine = slotsOf(fleetSlot);
+            FleetIdSettler settler = TransactionSessionPool.this.fleetIdSettler;
+            if (settler == null && TransactionSessionPool.this.fleetIdSettlerRequired) {
+                throw new IllegalStateException("fleet slot " + fleetSlot.index() + " waits for two-phase recovery "
+                        + "to be wired (setFleetIdSettler)");
+            }
+            List<Slot> toOpen = new ArrayList<>();
             TransactionSessionPool.this.lock.lock();
             try {
                 for (Slot s : mine) {
-                    if (s.owner != null) {
+                    if (!s.owned && s.owner != null) {
                         // still lent from an earlier ownership (its revocation timed out): the fleet retries
                         throw new IllegalStateException("Transaction session '" + s.transactionalId + "' is still "
                                 + "in use from an earlier ownership of fleet slot " + fleetSlot.index());
+                    }
+                    if (s.session == null && s.owner == null) {
+                        toOpen.add(s); // not lendable without a session (pickFreeSlot), so nobody races us
                     }
                 }
             }
             finally {
                 TransactionSessionPool.this.lock.unlock();
             }
-            List<TransactionSession> opened = new ArrayList<>();
+            Map<Slot, TransactionSession> opened = new HashMap<>();
             try {
-                Consumer<String> resolver = TransactionSessionPool.this.inDoubtResolver;
-                for (Slot s : mine) {
-                    if (resolver != null) {
-                        resolver.accept(s.transactionalId); // what the previous owner left, from the decision log
-                    }
-                    // initializing aborts what the previous owner left open and fences it, if it still runs
-                    opened.add(createSession(s.transactionalId));
+                for (Slot s : toOpen) {
+                    opened.put(s, settleAndOpen(s, settler));
                 }
             }
             catch (RuntimeException ex) {
-                opened.forEach(TransactionSessionPool.this::closeQuietly);
+                opened.values().forEach(TransactionSessionPool.this::closeQuietly);
                 throw ex;
             }
             List<TransactionSession> toClose = new ArrayList<>();
             TransactionSessionPool.this.lock.lock();
             try {
-                for (int i = 0; i < mine.size(); i++) {
-                    Slot s = mine.get(i);
+                for (Slot s : mine) {
+                    TransactionSession fresh = opened.get(s);
                     if (TransactionSessionPool.this.closed) {
-                        toClose.add(opened.get(i));
+                        if (fresh != null) {
+                            toClose.add(fresh);
+                        }
                         continue;
                     }
-                    if (s.session != null) {
-                        toClose.add(s.session); // left from an earlier ownership: superseded by the new one
+                    if (fresh != null) {
+                        s.session = fresh;
+                        s.inDoubt = false;
                     }
-                    s.session = opened.get(i);
-                    s.inDoubt = false;
                     s.owned = true;
                 }
                 TransactionSessionPool.this.released.signalAll();
@@ -1044,15 +1131,29 @@ public final class TransactionSessionPool implements AutoCloseable {
             toClose.forEach(TransactionSessionPool.this::closeQuietly);
         }
 
+        private TransactionSession settleAndOpen(Slot s, @Nullable FleetIdSettler settler) {
+            if (settler != null) {
+                return settler.settleAndOpen(s.transactionalId, () -> createSession(s.transactionalId));
+            }
+            Consumer<String> resolver = TransactionSessionPool.this.inDoubtResolver;
+            if (resolver != null) {
+                resolver.accept(s.transactionalId); // what the previous owner left, from the decision log
+            }
+            // initializing aborts what the previous owner left open and fences it, if it still runs
+            return createSession(s.transactionalId);
+        }
+
         @Override
-        public void slotRevoked(FleetSlot fleetSlot, boolean lost) {
-            List<Slot> mine = slotsOf(fleetSlot);
+        public void slotsRevoked(List<FleetSlot> fleetSlots, boolean lost) {
+            List<Slot> mine = new ArrayList<>();
+            fleetSlots.forEach(f -> mine.addAll(slotsOf(f)));
             List<TransactionSession> toClose = new ArrayList<>();
             List<String> stillLent = new ArrayList<>();
             TransactionSessionPool.this.lock.lock();
             try {
-                mine.forEach(s -> s.owned = false); // lent no more
-                long remaining = FLEET_REVOKE_TIMEOUT.toNanos();
+                mine.forEach(s -> s.owned = false); // all lent no more, at once
+                // lost: another instance may use the ids already, and these sessions are fenced: do not wait
+                long remaining = lost ? 0 : FLEET_REVOKE_TIMEOUT.toNanos();
                 while (remaining > 0 && mine.stream().anyMatch(s -> s.owner != null)
                         && !TransactionSessionPool.this.closed) {
                     remaining = TransactionSessionPool.this.released.awaitNanos(remaining);
@@ -1076,9 +1177,10 @@ public final class TransactionSessionPool implements AutoCloseable {
                 TransactionSessionPool.this.lock.unlock();
             }
             if (!stillLent.isEmpty()) {
-                log.warn("Fleet slot {} leaves this instance{} while {} still in use after {} s; closed when given "
-                        + "back, and fenced by the next owner's initialization", fleetSlot.index(),
-                        lost ? " (membership lost)" : "", stillLent, FLEET_REVOKE_TIMEOUT.toSeconds());
+                log.warn("Fleet slots {} leave this instance{} while {} still in use{}; closed when given back, and "
+                        + "fenced by the next owner's initialization", fleetSlots.stream().map(FleetSlot::index)
+                                .toList(), lost ? " (membership lost)" : "", stillLent,
+                        lost ? "" : " after " + FLEET_REVOKE_TIMEOUT.toSeconds() + " s");
             }
             toClose.forEach(TransactionSessionPool.this::closeQuietly); // an open transaction is aborted
         }

@@ -24,6 +24,7 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.WakeupException;
@@ -54,7 +55,9 @@ import org.slf4j.LoggerFactory;
  * whatever the scaling and however often instances restart under new names.</li>
  * <li>Among live members, a slot is owned by one instance at a time; an instance that stops polling (a kill, a pause,
  * a network partition) loses its slots after {@code sessionTimeout}, and the new owner's initialization of the ids
- * fences it: nothing it sends or commits afterwards on those ids becomes visible, and its next call finds out.</li>
+ * fences it: nothing it sends or commits afterwards on those ids becomes visible, and its next call finds out. The
+ * listener initializes ids only when the fleet calls it (at assignment, or after {@link #requestSettlement} confirmed
+ * ownership with the coordinator), never on its own.</li>
  * <li>A dead instance's open transactions are aborted when a survivor settles the slot: about {@code sessionTimeout}
  * plus one rebalance after the death, instead of {@code transaction.timeout.ms}.</li>
  * <li>{@link #ownedSlots()} lists only slots whose settlement ({@link SlotListener#slotAssigned}) returned normally;
@@ -69,6 +72,11 @@ import org.slf4j.LoggerFactory;
  * partition count is refused at {@link Builder#start()}.</li>
  * <li>The fleet does not settle two-phase commit decisions itself: the listener does (the Spring starter completes
  * decision rows from its log before initializing an id).</li>
+ * <li>An initialization already on its way when the instance pauses can land after the new owner's: then the new
+ * owner is fenced, finds out at its next call and settles the slot again; nothing is lost or duplicated (a fenced
+ * transaction aborts), but the promise "one live user per id" is then broken for that moment.</li>
+ * <li>The slots topic is created with the broker's default replication factor; the fleet needs CREATE (or an
+ * existing topic) and DESCRIBE on it, and READ on its group.</li>
  * <li>Brokers enforce {@code group.min.session.timeout.ms} (6 s by default) and {@code group.max.session.timeout.ms};
  * a session timeout outside them fails the membership thread ({@link #failure()}).</li>
  * </ul>
@@ -93,6 +101,8 @@ public final class TransactionalIdFleet implements AutoCloseable {
     /** slots assigned whose settlement failed, with the nano time of the next attempt; membership thread only */
     private final Map<Integer, Long> unsettled = new HashMap<>();
     private final Object monitor = new Object();
+    /** settled slots whose listener asked to be settled again ({@link #requestSettlement}) */
+    private final Set<Integer> resettle = ConcurrentHashMap.newKeySet();
     private volatile boolean closing;
     private volatile @Nullable Throwable failure;
     private volatile long rebalances;
@@ -260,7 +270,10 @@ public final class TransactionalIdFleet implements AutoCloseable {
                     }
                 }
                 retryUnsettled();
+                settleAgainIfStillOwned();
             }
+            // give the slots up while the member still heartbeats: nobody else gets them until it leaves the group
+            giveUpAll(false);
         }
         catch (Throwable ex) {
             if (!this.closing) {
@@ -276,11 +289,7 @@ public final class TransactionalIdFleet implements AutoCloseable {
             catch (RuntimeException ex) {
                 log.warn("Fleet '{}': closing the membership consumer failed: {}", this.groupId, ex.toString());
             }
-            Set<Integer> left = new TreeSet<>(this.settled);
-            left.addAll(this.unsettled.keySet());
-            for (Integer s : left) {
-                giveUp(s, true); // the group could not be left cleanly: another instance may own them already
-            }
+            giveUpAll(true); // left only if the thread failed: another instance may own them already
             synchronized (this.monitor) {
                 this.monitor.notifyAll();
             }
@@ -321,26 +330,87 @@ public final class TransactionalIdFleet implements AutoCloseable {
         }
     }
 
-    private void giveUp(int index, boolean lost) {
-        boolean wasSettled = this.settled.remove(index);
-        boolean wasAssigned = this.unsettled.remove(index) != null || wasSettled;
-        if (!wasAssigned) {
+    private void giveUpAll(boolean lost) {
+        Set<Integer> all = new TreeSet<>(this.settled);
+        all.addAll(this.unsettled.keySet());
+        giveUp(all, lost);
+    }
+
+    private void giveUp(Collection<Integer> indexes, boolean lost) {
+        List<FleetSlot> leaving = new ArrayList<>();
+        for (int index : indexes) {
+            boolean wasSettled = this.settled.remove(index);
+            // told even when its settlement failed: the listener may have set up part of the slot
+            if (this.unsettled.remove(index) != null || wasSettled) {
+                leaving.add(slot(index));
+            }
+            this.resettle.remove(index);
+        }
+        if (leaving.isEmpty()) {
             return;
         }
-        // told even when its settlement failed: the listener may have set up part of the slot
         try {
-            this.listener.slotRevoked(slot(index), lost);
+            this.listener.slotsRevoked(leaving, lost);
         }
         catch (RuntimeException ex) {
-            log.warn("Fleet '{}': the listener failed to give up slot {}: {} (the next owner's initialization fences "
-                    + "whatever it still uses)", this.groupId, index, ex.toString());
+            log.warn("Fleet '{}': the listener failed to give up slots {}: {} (the next owner's initialization fences "
+                    + "whatever it still uses)", this.groupId, indexes, ex.toString());
         }
-        log.info("Fleet '{}': gave up slot {}{}", this.groupId, index, lost ? " (membership lost)" : "");
+        log.info("Fleet '{}': gave up slots {}{}", this.groupId, indexes, lost ? " (membership lost)" : "");
     }
 
     /**
-     * Leaves the group: every owned slot is given up through the listener first (so that the next owner finds no
-     * running transaction), then the membership thread ends. Waits up to 60 s. Idempotent.
+     * Asks for {@link SlotListener#slotAssigned} to run again for a slot this instance owns (a session of the slot was
+     * closed, say, and its id must be initialized again). It runs on the membership thread, only after a commit of the
+     * slot's partition to the group coordinator succeeded, which proves that this instance is still the slot's owner
+     * in the group's current generation; a paused instance that lost the slot without knowing it yet finds out
+     * instead (the request is then dropped with the slot).
+     *
+     * @param slot the slot to settle again; ignored if this instance does not own it
+     */
+    public void requestSettlement(int slot) {
+        if (this.settled.contains(slot)) {
+            this.resettle.add(slot);
+        }
+    }
+
+    private void settleAgainIfStillOwned() {
+        if (this.resettle.isEmpty() || this.closing) {
+            return;
+        }
+        Map<TopicPartition, OffsetAndMetadata> proof = new HashMap<>();
+        for (int s : this.resettle) {
+            proof.put(new TopicPartition(this.slotsTopic, s), new OffsetAndMetadata(0));
+        }
+        try {
+            // the coordinator accepts it only from a member of the current generation that owns the partitions
+            this.consumer.commitSync(proof, Duration.ofSeconds(5));
+        }
+        catch (RuntimeException ex) {
+            log.info("Fleet '{}': could not confirm the ownership of slots {} ({}); settling them again later",
+                    this.groupId, this.resettle, ex.toString());
+            return;
+        }
+        for (Integer s : new ArrayList<>(this.resettle)) {
+            this.resettle.remove(s);
+            if (!this.settled.contains(s)) {
+                continue;
+            }
+            try {
+                this.listener.slotAssigned(slot(s));
+                log.info("Fleet '{}': settled slot {} again (ownership confirmed)", this.groupId, s);
+            }
+            catch (RuntimeException ex) {
+                this.resettle.add(s);
+                log.warn("Fleet '{}': settling slot {} again failed ({}); retrying", this.groupId, s, ex.toString());
+            }
+        }
+    }
+
+    /**
+     * Leaves the group: every owned slot is given up through the listener first, while the member still heartbeats
+     * (so that no other instance gets a slot before this one stopped using it), then the membership thread ends.
+     * Waits up to 2 min. Idempotent.
      */
     @Override
     public void close() {
@@ -348,7 +418,7 @@ public final class TransactionalIdFleet implements AutoCloseable {
         this.consumer.wakeup();
         if (Thread.currentThread() != this.thread) {
             try {
-                this.thread.join(Duration.ofSeconds(60).toMillis());
+                this.thread.join(Duration.ofMinutes(2).toMillis());
             }
             catch (InterruptedException ex) {
                 Thread.currentThread().interrupt();
@@ -408,6 +478,8 @@ public final class TransactionalIdFleet implements AutoCloseable {
         configs.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG,
                 (int) Math.max(100, b.sessionTimeout.toMillis() / 5));
         configs.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        // the rebalance timeout: how long settling and giving up slots may take inside a rebalance
+        configs.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, 600_000);
         configs.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "latest");
         configs.put(ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG, false);
         configs.putIfAbsent(ConsumerConfig.CLIENT_ID_CONFIG, this.groupId + "-member");
@@ -430,17 +502,13 @@ public final class TransactionalIdFleet implements AutoCloseable {
         @Override
         public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
             TransactionalIdFleet.this.rebalances++;
-            for (TopicPartition tp : partitions) {
-                giveUp(tp.partition(), false);
-            }
+            giveUp(partitions.stream().map(TopicPartition::partition).toList(), false);
         }
 
         @Override
         public void onPartitionsLost(Collection<TopicPartition> partitions) {
             TransactionalIdFleet.this.rebalances++;
-            for (TopicPartition tp : partitions) {
-                giveUp(tp.partition(), true);
-            }
+            giveUp(partitions.stream().map(TopicPartition::partition).toList(), true);
         }
 
         @Override

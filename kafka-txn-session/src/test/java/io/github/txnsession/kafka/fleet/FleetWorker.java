@@ -35,8 +35,8 @@ import org.jspecify.annotations.Nullable;
  * session of any owned slot. Every instance gets the same arguments except its name.
  *
  * <p>Standard input: {@code hold} makes the next transaction flush its sends, print "holding" and wait for
- * {@code go} before committing; {@code stop} leaves cleanly. Prints "ready", "owns N", "committed N", "fenced",
- * "stopped".
+ * {@code go} before committing; {@code stop} leaves cleanly. Prints "ready", "owns N", "released N",
+ * "owned [slots]" after each change, "committed N", "fenced ..." or "failed ...", "stopped".
  *
  * <p>Arguments: bootstrap input output group prefix slots paceMs
  */
@@ -52,6 +52,8 @@ public final class FleetWorker {
         this.sessionConfigs = new HashMap<>();
         this.sessionConfigs.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         this.sessionConfigs.put(ProducerConfig.LINGER_MS_CONFIG, 5);
+        // far longer than any test waits: an open transaction ends only because a new owner settled its slot
+        this.sessionConfigs.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, 600_000);
     }
 
     public static void main(String[] args) throws Exception {
@@ -202,23 +204,30 @@ public final class FleetWorker {
             }
             FleetWorker.this.holders.put(slot.index(), new Holder(slot.index(), session));
             System.out.println("owns " + slot.index());
-            System.out.flush();
+            printOwned();
         }
 
         @Override
-        public void slotRevoked(FleetSlot slot, boolean lost) {
-            Holder h = FleetWorker.this.holders.get(slot.index());
-            if (h == null) {
-                return;
+        public void slotsRevoked(List<FleetSlot> slots, boolean lost) {
+            for (FleetSlot slot : slots) {
+                Holder h = FleetWorker.this.holders.get(slot.index());
+                if (h == null) {
+                    continue;
+                }
+                h.lock.lock(); // waits for the transaction running on it
+                try {
+                    drop(h);
+                }
+                finally {
+                    h.lock.unlock();
+                }
+                System.out.println("released " + slot.index() + (lost ? " lost" : ""));
             }
-            h.lock.lock(); // waits for the transaction running on it
-            try {
-                drop(h);
-            }
-            finally {
-                h.lock.unlock();
-            }
-            System.out.println("released " + slot.index() + (lost ? " lost" : ""));
+            printOwned();
+        }
+
+        private void printOwned() {
+            System.out.println("owned " + new java.util.TreeSet<>(FleetWorker.this.holders.keySet()));
             System.out.flush();
         }
     }

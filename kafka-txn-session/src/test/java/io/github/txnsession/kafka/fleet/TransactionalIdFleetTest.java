@@ -77,8 +77,8 @@ class TransactionalIdFleetTest {
                             }
 
                             @Override
-                            public void slotRevoked(FleetSlot slot, boolean lost) {
-                                owner.remove(slot.index(), name);
+                            public void slotsRevoked(List<FleetSlot> slots, boolean lost) {
+                                slots.forEach(slot -> owner.remove(slot.index(), name));
                             }
                         }).start());
             }
@@ -130,7 +130,7 @@ class TransactionalIdFleetTest {
                     }
 
                     @Override
-                    public void slotRevoked(FleetSlot slot, boolean lost) {
+                    public void slotsRevoked(List<FleetSlot> slots, boolean lost) {
                     }
                 }).start()) {
             await().atMost(Duration.ofSeconds(60)).until(() -> attempts.get() >= 1);
@@ -192,16 +192,14 @@ class TransactionalIdFleetTest {
             w5.awaitLine("owns", Duration.ofSeconds(90));
             for (ChildJvm w : List.of(w1, w2, w3, w4)) {
                 if (w != victim) {
-                    w.send("stop");
-                    assertThat(w.awaitExit(Duration.ofSeconds(90))).as("clean stop").isZero();
+                    stopCleanly(w);
                 }
             }
             w5.awaitLine("committed", Duration.ofSeconds(60));
             int produced = load.stopAndCount();
             await().atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(500))
                     .until(() -> cluster.readCommitted(output).size() >= produced);
-            w5.send("stop");
-            assertThat(w5.awaitExit(Duration.ofSeconds(90))).isZero();
+            stopCleanly(w5);
 
             List<String> out = cluster.readCommitted(output).stream().map(ConsumerRecord::value)
                     .collect(Collectors.toList());
@@ -251,7 +249,9 @@ class TransactionalIdFleetTest {
             Map<TopicPartition, Long> highWater = offsets(cluster, output, IsolationLevel.READ_UNCOMMITTED);
             zombie.pause();
             // the survivor takes the paused instance's slots and initializes their ids: its open transaction aborts
-            await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
+            // (the workers' transaction timeout is 10 min: nothing else can end it within this test)
+            survivor.awaitLine("owned [0, 1, 2, 3]", Duration.ofSeconds(60));
+            await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(200))
                     .until(() -> stableReached(cluster, output, highWater));
             survivor.awaitLine("committed", Duration.ofSeconds(60));
             zombie.resume();
@@ -263,10 +263,9 @@ class TransactionalIdFleetTest {
             int produced = load.stopAndCount();
             await().atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(500))
                     .until(() -> cluster.readCommitted(output).size() >= produced);
-            for (ChildJvm w : workers) {
-                w.send("stop");
-                assertThat(w.awaitExit(Duration.ofSeconds(90))).isZero();
-            }
+            zombie.send("stop");
+            assertThat(zombie.awaitExit(Duration.ofSeconds(90))).isZero();
+            stopCleanly(survivor);
             List<String> out = cluster.readCommitted(output).stream().map(ConsumerRecord::value)
                     .collect(Collectors.toList());
             assertThat(out).as("nothing the zombie committed after it was fenced").doesNotHaveDuplicates()
@@ -275,6 +274,15 @@ class TransactionalIdFleetTest {
         finally {
             workers.forEach(ChildJvm::close);
         }
+    }
+
+    /** Stops a worker and checks that none of its transactions was fenced or failed while it ran. */
+    private static void stopCleanly(ChildJvm w) {
+        w.send("stop");
+        w.awaitLine("stopped", Duration.ofSeconds(90));
+        assertThat(w.awaitExit(Duration.ofSeconds(30))).as("clean stop").isZero();
+        assertThat(w.output()).as("no transaction of a live instance fenced or failed")
+                .noneMatch(l -> l.startsWith("fenced") || l.startsWith("failed"));
     }
 
     private static ChildJvm worker(List<ChildJvm> workers, EmbeddedKafkaCluster cluster, String input, String output,
@@ -385,7 +393,7 @@ class TransactionalIdFleetTest {
         }
 
         @Override
-        public void slotRevoked(FleetSlot slot, boolean lost) {
+        public void slotsRevoked(List<FleetSlot> slots, boolean lost) {
         }
     }
 }
