@@ -150,18 +150,15 @@ public final class TransactionSessionAutoConfiguration {
         TransactionSessionPool pool;
         TransactionSessionProperties.Fleet fleet = properties.getFleet();
         if (fleet.isEnabled()) {
-            if (environment.getProperty(TwoPhaseCommitProperties.PREFIX + ".enabled", Boolean.class, false)) {
-                throw new IllegalStateException(TransactionSessionProperties.PREFIX + ".fleet.enabled=true cannot be "
-                        + "combined with " + TwoPhaseCommitProperties.PREFIX + ".enabled=true yet: a paused instance "
-                        + "whose database commit lands after a survivor settled its slot from the decision log would "
-                        + "leave the database committed and Kafka aborted. Turn one of them off (without two-phase "
-                        + "commit the session is enlisted in the application's transaction manager).");
-            }
             log.info("Transaction session pool in fleet mode: {} slots x {} sessions, transactional ids {}<slot>-<n>, "
                     + "bootstrap servers {}", fleet.getSlots(), fleet.getSessionsPerSlot(), prefix,
                     configs.get(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG));
             pool = TransactionSessionPool.forFleet(prefix, fleet.getSlots(), fleet.getSessionsPerSlot(),
                     properties.getAcquireTimeout(), configs, listeners.orderedStream().toList());
+            if (environment.getProperty(TwoPhaseCommitProperties.PREFIX + ".enabled", Boolean.class, false)) {
+                // the fleet may start before two-phase recovery exists: settle no slot until it is wired
+                pool.requireFleetIdSettler();
+            }
         }
         else {
             log.info("Transaction session pool: transactional ids {}0..{}{}, bootstrap servers {}", prefix, prefix,

@@ -124,7 +124,12 @@ public final class TwoPhaseCommitAutoConfiguration {
     @DependsOnDatabaseInitialization
     public TwoPhaseRecovery twoPhaseRecovery(DataSource dataSource, DecisionLog decisionLog,
             TransactionSessionPool pool, ObjectProvider<LostTransactionHandler> lostHandler) {
-        return new TwoPhaseRecovery(dataSource, decisionLog, pool, lostHandler.getIfAvailable());
+        TwoPhaseRecovery recovery = new TwoPhaseRecovery(dataSource, decisionLog, pool, lostHandler.getIfAvailable());
+        if (pool.isFleet()) {
+            // a fleet settles each id of an arriving slot under its decision-log key, then initializes it
+            pool.setFleetIdSettler(recovery::settleAndOpen);
+        }
+        return recovery;
     }
 
     /**

@@ -33,15 +33,14 @@ import org.springframework.kafka.annotation.KafkaListener;
 import org.springframework.kafka.core.KafkaTemplate;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
 /**
  * {@code kafka.txn-session.fleet.enabled=true}: three Spring applications with <em>identical</em> configuration
  * (same prefix) run a {@code @KafkaListener} consume-process-produce side by side; they own disjoint fleet slots,
  * never fence each other, and when one leaves the others take its slots. Every input is in the output exactly once,
- * and no more transactional ids than slots x sessions per slot were ever used. Fleet mode with two-phase commit is
- * refused at startup.
+ * and no more transactional ids than slots x sessions per slot were ever used (two-phase commit in fleet mode:
+ * {@link FleetTwoPhaseTest}).
  */
 class FleetModeTest {
 
@@ -146,17 +145,6 @@ class FleetModeTest {
             }
             assertThat(CommittedReader.readToEnd(kafka.bootstrapServers(), "fleet-fence-out", true)).hasSize(15);
         }
-    }
-
-    @Test
-    void fleetModeWithTwoPhaseCommitIsRefusedAtStartup() {
-        assertThatThrownBy(() -> new SpringApplicationBuilder(App.class).web(WebApplicationType.NONE)
-                .properties("spring.main.banner-mode=off", CommittedReader.KAFKA_ONLY,
-                        "spring.kafka.bootstrap-servers=" + kafka.bootstrapServers(),
-                        "kafka.txn-session.fleet.enabled=true", "kafka.txn-session.jdbc.enabled=true",
-                        "kafka.txn-session.transactional-id-prefix=fleet-2pc-")
-                .run()).hasStackTraceContaining("fleet.enabled=true cannot be combined with kafka.txn-session.jdbc"
-                        + ".enabled=true");
     }
 
     private static void assertDisjointAndComplete(List<ConfigurableApplicationContext> apps) {

@@ -184,6 +184,11 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
         phase(CommitPhase.AFTER_PREPARE, session);
         if (this.twoPhase != null && !p.isEmpty()) {
             this.twoPhase.record(session.transactionalId(), p);
+            if (this.twoPhase.confirmOpenAfterRecord()) {
+                // fleet: the row's key is held now; if a new owner settled the id before, this finds the transaction
+                // aborted or fenced and throws, and the database rolls the row back
+                session.heartbeat();
+            }
             this.holder.markDecisionMayBeCommitted();
             phase(CommitPhase.AFTER_LOG_INSERT, session);
         }

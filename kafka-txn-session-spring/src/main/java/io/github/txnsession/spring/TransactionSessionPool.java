@@ -983,6 +983,23 @@ public final class TransactionSessionPool implements AutoCloseable {
         return owned;
     }
 
+    /** @return the transactional ids of the fleet slots this instance owns (empty outside a fleet) */
+    public java.util.SortedSet<String> ownedFleetTransactionalIds() {
+        java.util.SortedSet<String> ids = new java.util.TreeSet<>();
+        this.lock.lock();
+        try {
+            for (Slot s : this.slots) {
+                if (s.fleetSlot >= 0 && s.owned) {
+                    ids.add(s.transactionalId);
+                }
+            }
+        }
+        finally {
+            this.lock.unlock();
+        }
+        return ids;
+    }
+
     /** Lock held or not: a count for messages. */
     private int ownedCount() {
         int n = 0;

@@ -28,6 +28,15 @@ public interface TwoPhaseDecision {
     void record(String transactionalId, PreparedTransaction prepared);
 
     /**
+     * @return whether the session's Kafka transaction must be confirmed still open after {@link #record} and before
+     *         the resource commits (true for a fleet: a new owner of the id may have settled it while this instance
+     *         was paused; holding the decision's key, it could not have done so after the record)
+     */
+    default boolean confirmOpenAfterRecord() {
+        return false;
+    }
+
+    /**
      * The resource committed, but completing the Kafka transaction failed with {@code failure}: settle it now from
      * the decision (commit it from another session if it is still open).
      *

@@ -16,6 +16,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
 
@@ -348,18 +349,11 @@ public final class DecisionLog {
      * @throws DecisionLogException if the row cannot be updated
      */
     public void setAside(DataSource dataSource, DecisionRecord record) {
-        String parked = record.transactionalId() + IN_DOUBT + record.producerEpoch() + "-" + record.txnStartMs();
-        try (Connection con = dataSource.getConnection(); PreparedStatement update = con.prepareStatement("UPDATE "
-                + this.table + " SET transactional_id = ? WHERE transactional_id = ? AND producer_id = ? AND "
-                + "producer_epoch = ?")) {
+        try (Connection con = dataSource.getConnection()) {
             boolean auto = con.getAutoCommit();
             con.setAutoCommit(true);
             try {
-                update.setString(1, parked);
-                update.setString(2, record.transactionalId());
-                update.setLong(3, record.producerId());
-                update.setShort(4, record.producerEpoch());
-                update.executeUpdate();
+                setAside(con, record);
             }
             finally {
                 con.setAutoCommit(auto);
@@ -368,6 +362,148 @@ public final class DecisionLog {
         catch (SQLException ex) {
             throw new DecisionLogException("Could not set the in-doubt decision of " + record.transactionalId()
                     + " aside", ex);
+        }
+    }
+
+    /**
+     * {@link #setAside(DataSource, DecisionRecord)} through {@code connection}, in the caller's transaction.
+     *
+     * @param connection the connection to update through; neither committed nor closed here
+     * @param record the row to set aside
+     * @throws SQLException if the row cannot be updated
+     */
+    public void setAside(Connection connection, DecisionRecord record) throws SQLException {
+        String parked = record.transactionalId() + IN_DOUBT + record.producerEpoch() + "-" + record.txnStartMs();
+        try (PreparedStatement update = connection.prepareStatement("UPDATE " + this.table + " SET transactional_id "
+                + "= ? WHERE transactional_id = ? AND producer_id = ? AND producer_epoch = ?")) {
+            update.setString(1, parked);
+            update.setString(2, record.transactionalId());
+            update.setLong(3, record.producerId());
+            update.setShort(4, record.producerEpoch());
+            update.executeUpdate();
+        }
+    }
+
+    /** What runs while {@link #withKeyHeld} holds a transactional id's key. */
+    @FunctionalInterface
+    public interface KeyHeldAction<T> {
+
+        /**
+         * @param connection the connection holding the key, in its open transaction: clear or set aside rows through
+         *        it (another connection would wait for the key)
+         * @param decision the id's committed decision row, if it has one
+         * @return the action's result
+         * @throws SQLException if a statement on {@code connection} fails (everything is rolled back)
+         */
+        T run(Connection connection, Optional<DecisionRecord> decision) throws SQLException;
+    }
+
+    /**
+     * Runs {@code action} while this connection's transaction holds the key of {@code transactionalId} in the log: its
+     * row locked ({@code SELECT ... FOR UPDATE}), or, when it has none, a placeholder row inserted for the duration (so
+     * that another transaction writing a decision for the id waits, and one already writing it makes this wait until
+     * it commits or rolls back). A fleet's new owner settles and initializes an id this way, so that a paused former
+     * owner cannot commit a decision between the new owner's look at the log and its initialization (the former owner
+     * then confirms its Kafka transaction after writing its row, and finds it aborted). Needs a unique key on
+     * {@code transactional_id} (the shipped scripts' primary key).
+     *
+     * @param dataSource the database holding the log; one connection of its own, committed at the end
+     * @param transactionalId the id whose key to hold
+     * @param lockWait how long to wait for the key (a decision being written by another transaction)
+     * @param action what to run while the key is held
+     * @param <T> the action's result
+     * @return what the action returned
+     * @throws DecisionLogException if the key cannot be held in time, or a statement fails (nothing is committed)
+     */
+    public <T> T withKeyHeld(DataSource dataSource, String transactionalId, java.time.Duration lockWait,
+            KeyHeldAction<T> action) {
+        int seconds = (int) Math.max(1, Math.min(Integer.MAX_VALUE, lockWait.toSeconds()));
+        try (Connection con = dataSource.getConnection()) {
+            boolean auto = con.getAutoCommit();
+            con.setAutoCommit(false);
+            try {
+                if (!Boolean.TRUE.equals(keyedByTransactionalId(con.getMetaData(), con.getSchema()))) {
+                    throw new DecisionLogException("The decision log " + this.table + " has no unique key on "
+                            + "transactional_id alone: a fleet's two-phase commit needs one to hold an id's key (the "
+                            + "shipped schema scripts create it as the primary key)");
+                }
+                Optional<DecisionRecord> row = selectForUpdate(con, transactionalId, seconds);
+                boolean placeholder = false;
+                if (row.isEmpty()) {
+                    java.sql.Savepoint before = con.setSavepoint();
+                    try {
+                        insertPlaceholder(con, transactionalId, seconds);
+                        placeholder = true;
+                    }
+                    catch (SQLException ex) {
+                        con.rollback(before);
+                        if (ex.getSQLState() == null || !ex.getSQLState().startsWith("23")) {
+                            throw ex;
+                        }
+                        // a decision committed while we looked: hold its row instead
+                        row = selectForUpdate(con, transactionalId, seconds);
+                        if (row.isEmpty()) {
+                            throw ex;
+                        }
+                    }
+                }
+                T result = action.run(con, row);
+                if (placeholder) {
+                    try (PreparedStatement delete = con.prepareStatement("DELETE FROM " + this.table
+                            + " WHERE transactional_id = ? AND producer_id = -1")) {
+                        delete.setString(1, transactionalId);
+                        delete.executeUpdate();
+                    }
+                }
+                con.commit();
+                return result;
+            }
+            catch (SQLException | RuntimeException ex) {
+                try {
+                    con.rollback();
+                }
+                catch (SQLException rollbackFailure) {
+                    ex.addSuppressed(rollbackFailure);
+                }
+                throw ex;
+            }
+            finally {
+                con.setAutoCommit(auto);
+            }
+        }
+        catch (SQLException ex) {
+            throw new DecisionLogException("Could not hold the decision-log key of " + transactionalId + " in "
+                    + this.table + " (a decision of it may be being written by another instance)", ex);
+        }
+    }
+
+    private Optional<DecisionRecord> selectForUpdate(Connection con, String transactionalId, int timeoutSeconds)
+            throws SQLException {
+        try (PreparedStatement q = con.prepareStatement("SELECT transactional_id, producer_id, producer_epoch, "
+                + START_COLUMN + ", decided_at FROM " + this.table + " WHERE transactional_id = ? FOR UPDATE")) {
+            q.setQueryTimeout(timeoutSeconds);
+            q.setString(1, transactionalId);
+            try (ResultSet rs = q.executeQuery()) {
+                if (!rs.next()) {
+                    return Optional.empty();
+                }
+                long start = rs.getLong(4);
+                if (rs.wasNull()) {
+                    start = -1;
+                }
+                return Optional.of(new DecisionRecord(rs.getString(1), rs.getLong(2), rs.getShort(3), start,
+                        rs.getTimestamp(5).toInstant()));
+            }
+        }
+    }
+
+    private void insertPlaceholder(Connection con, String transactionalId, int timeoutSeconds) throws SQLException {
+        try (PreparedStatement insert = con.prepareStatement("INSERT INTO " + this.table + " (transactional_id, "
+                + "producer_id, producer_epoch, " + START_COLUMN + ", decided_at) VALUES (?, -1, -1, NULL, ?)")) {
+            insert.setQueryTimeout(timeoutSeconds);
+            insert.setString(1, transactionalId);
+            insert.setTimestamp(2, Timestamp.from(Instant.now()));
+            insert.executeUpdate();
         }
     }
 

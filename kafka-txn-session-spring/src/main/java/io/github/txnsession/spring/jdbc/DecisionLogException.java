@@ -14,4 +14,11 @@ public class DecisionLogException extends RuntimeException {
     public DecisionLogException(String message, SQLException cause) {
         super(message + ": " + cause.getMessage(), cause);
     }
+
+    /**
+     * @param message what is wrong with the log and what to do
+     */
+    public DecisionLogException(String message) {
+        super(message);
+    }
 }

@@ -197,11 +197,14 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
         }
         try {
             this.decisionLog.record(con, id, state);
+            if (this.recovery != null && this.recovery.isFleet()) {
+                session.heartbeat(); // fleet: see JdbcTwoPhaseDecision#confirmOpenAfterRecord
+            }
         }
-        catch (SQLException ex) {
+        catch (SQLException | RuntimeException ex) {
             rollBackBoth(con, session, ex);
-            throw new TransactionSystemException("Writing the decision of session '" + id + "' to "
-                    + this.decisionLog.table() + " failed; both transactions were rolled back", ex);
+            throw new TransactionSystemException("Writing (or, in a fleet, confirming) the decision of session '" + id
+                    + "' to " + this.decisionLog.table() + " failed; both transactions were rolled back: " + ex, ex);
         }
         phase(CommitPhase.AFTER_LOG_INSERT, id);
         // from here on the decision may be committed: nothing may abort the Kafka transaction any more

@@ -70,6 +70,12 @@ public class JdbcTwoPhaseDecision implements TwoPhaseDecision {
         }
     }
 
+    /** A fleet's new owner may have settled the id while this instance was paused: see {@link TwoPhaseRecovery}. */
+    @Override
+    public boolean confirmOpenAfterRecord() {
+        return this.recovery.isFleet();
+    }
+
     /**
      * The transaction's connection (still bound while Spring runs the completion callbacks) is asked whether it is
      * still valid: a database that answered the COMMIT with an error (a constraint checked at commit, a serialization

@@ -51,6 +51,9 @@ public class TwoPhaseRecovery {
 
     private static final Logger log = LoggerFactory.getLogger(TwoPhaseRecovery.class);
 
+    /** Fleet mode: how long settling an id waits for its decision-log key (a decision another instance writes). */
+    static final java.time.Duration FLEET_LOCK_WAIT = java.time.Duration.ofSeconds(5);
+
     private final DataSource dataSource;
     private final DecisionLog decisionLog;
     private final String prefix;
@@ -146,6 +149,11 @@ public class TwoPhaseRecovery {
         if (this.startupRunDone || Thread.holdsLock(this)) {
             return;
         }
+        if (isFleet()) {
+            // a fleet settles each id when its slot arrives (settleAndOpen); the other ids belong to other instances
+            this.startupRunDone = true;
+            return;
+        }
         synchronized (this) {
             if (!this.startupRunDone) {
                 recover();
@@ -175,6 +183,9 @@ public class TwoPhaseRecovery {
      * @throws DecisionLogException if the decision log cannot be read (nothing is touched then)
      */
     public synchronized RecoveryReport recover() {
+        if (isFleet()) {
+            return recoverOwnedFleetIds();
+        }
         Run run = new Run();
         List<DecisionRecord> rows = this.decisionLog.findByPrefix(this.dataSource, this.prefix).stream()
             .filter(r -> isPoolId(r.transactionalId()))
@@ -204,6 +215,82 @@ public class TwoPhaseRecovery {
             run.failed.forEach(this.pool::markInDoubt);
         }
         return report;
+    }
+
+    /** @return whether recovery runs for a pool in fleet mode (ids are settled under their decision-log key) */
+    public boolean isFleet() {
+        return this.pool != null && this.pool.isFleet();
+    }
+
+    /** Fleet mode: only the ids of the fleet slots this instance owns, each under its key, while not lent. */
+    private RecoveryReport recoverOwnedFleetIds() {
+        Run run = new Run();
+        TransactionSessionPool p = Objects.requireNonNull(this.pool);
+        for (String id : p.ownedFleetTransactionalIds()) {
+            whileIdle(id, () -> settleUnderKey(id, run, null));
+        }
+        RecoveryReport report = finish(run);
+        this.inDoubt.addAll(run.inDoubt);
+        this.recovered = run.failed.isEmpty();
+        return report;
+    }
+
+    /**
+     * Fleet mode: settles {@code transactionalId} while holding its decision-log key, then (if {@code open} is given)
+     * initializes it, still under the key. A committed decision is completed; without one, an open transaction is
+     * aborted (by the initialization, or by a resumed session when nothing is opened). Holding the key means a
+     * paused former owner cannot commit a decision for the id in between: its own check after writing the row (its
+     * commit confirms the Kafka transaction is still open) then finds it aborted, and its database transaction rolls
+     * back.
+     *
+     * @return the opened session, or null when {@code open} is null
+     * @throws TransactionSessionException if the id could not be settled now (it must not be used yet)
+     * @throws DecisionLogException if the key could not be held (a decision is being written by a paused instance)
+     */
+    private @Nullable TransactionSession settleUnderKey(String transactionalId, Run run,
+            java.util.function.@Nullable Supplier<TransactionSession> open) {
+        TransactionSession session = this.decisionLog.withKeyHeld(this.dataSource, transactionalId, FLEET_LOCK_WAIT,
+                (con, decision) -> {
+                    if (decision.isPresent()) {
+                        settleHeld(con, decision.get(), run);
+                    }
+                    else if (open == null) {
+                        abortOpen(transactionalId, run);
+                    }
+                    if (run.failed.contains(transactionalId)) {
+                        return null;
+                    }
+                    return open != null ? open.get() : null;
+                });
+        if (run.failed.contains(transactionalId)) {
+            throw new TransactionSessionException(transactionalId, "two-phase recovery could not settle it now; it "
+                    + "is not used until it is settled (see the log)", null);
+        }
+        return session;
+    }
+
+    /**
+     * Fleet mode, for {@link TransactionSessionPool#setFleetIdSettler}: settles an id of a fleet slot that just
+     * arrived and initializes it, both while holding the id's decision-log key (see {@link #settleUnderKey}).
+     *
+     * @param transactionalId an id of the arriving slot
+     * @param open initializes the id and returns its session
+     * @return the initialized session
+     * @throws TransactionSessionException if the id could not be settled now (the fleet retries)
+     * @throws DecisionLogException if the key could not be held in time (the fleet retries)
+     */
+    public synchronized TransactionSession settleAndOpen(String transactionalId,
+            java.util.function.Supplier<TransactionSession> open) {
+        Run run = new Run();
+        TransactionSession session;
+        try {
+            session = Objects.requireNonNull(settleUnderKey(transactionalId, run, open));
+        }
+        finally {
+            finish(run);
+            this.inDoubt.addAll(run.inDoubt);
+        }
+        return session;
     }
 
     /**
@@ -245,6 +332,18 @@ public class TwoPhaseRecovery {
      */
     public synchronized RecoveryReport recoverTransactionalId(String transactionalId) {
         Objects.requireNonNull(transactionalId, "transactionalId");
+        if (isFleet()) {
+            Run run = new Run();
+            RecoveryReport report;
+            try {
+                settleUnderKey(transactionalId, run, null);
+            }
+            finally {
+                this.inDoubt.addAll(run.inDoubt);
+                report = finish(run);
+            }
+            return report;
+        }
         Run run = new Run();
         List<DecisionRecord> rows = this.decisionLog.findByPrefix(this.dataSource, this.prefix).stream()
             .filter(r -> r.transactionalId().equals(transactionalId)).toList();
@@ -317,12 +416,37 @@ public class TwoPhaseRecovery {
 
     /** Completes the Kafka transaction a decision row names, and classifies how that went. */
     private void settle(DecisionRecord row, Run run) {
+        settle(row, run, r -> this.decisionLog.clear(this.dataSource, r),
+                r -> this.decisionLog.setAside(this.dataSource, r));
+    }
+
+    /** As {@link #settle(DecisionRecord, Run)}, clearing or setting the row aside through {@code con}. */
+    private void settleHeld(java.sql.Connection con, DecisionRecord row, Run run) {
+        settle(row, run, r -> {
+            try {
+                this.decisionLog.clear(con, r.transactionalId(), r.preparedTransaction());
+            }
+            catch (java.sql.SQLException ex) {
+                throw new DecisionLogException("Could not clear the decision of " + r.transactionalId(), ex);
+            }
+        }, r -> {
+            try {
+                this.decisionLog.setAside(con, r);
+            }
+            catch (java.sql.SQLException ex) {
+                throw new DecisionLogException("Could not set the decision of " + r.transactionalId() + " aside", ex);
+            }
+        });
+    }
+
+    private void settle(DecisionRecord row, Run run, java.util.function.Consumer<DecisionRecord> clear,
+            java.util.function.Consumer<DecisionRecord> setAside) {
         PreparedTransaction prepared = row.preparedTransaction();
         try (TransactionSession session = TransactionSession.resume(row.transactionalId(), prepared,
                 this.clientConfigs)) {
             CompletionOutcome outcome = session.completeTransaction(prepared);
             (outcome == CompletionOutcome.COMMITTED ? run.committed : run.alreadyCommitted).add(row.transactionalId());
-            this.decisionLog.clear(this.dataSource, row);
+            clear.accept(row);
         }
         catch (TransactionLostException ex) {
             run.lost.add(new LostTransaction(row, ex.getMessage())); // certainly aborted: compensate
@@ -341,7 +465,7 @@ public class TwoPhaseRecovery {
                     this.decisionLog.table(), row.transactionalId(), ex.getMessage());
             try {
                 // set aside, so that the id takes new decisions while this row stays for the operator
-                this.decisionLog.setAside(this.dataSource, row);
+                setAside.accept(row);
             }
             catch (RuntimeException setAsideFailure) {
                 log.warn("Could not set the in-doubt decision of '{}' aside: {}", row.transactionalId(),
