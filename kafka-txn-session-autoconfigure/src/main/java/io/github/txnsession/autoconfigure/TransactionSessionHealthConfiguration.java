@@ -68,4 +68,20 @@ class TransactionSessionHealthConfiguration {
             return result;
         }
     }
+
+    /** The {@code txnsessionids} endpoint, when actuator is present and the endpoint is available (exposed). */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(name = { "org.springframework.boot.actuate.endpoint.annotation.Endpoint",
+            "org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint" })
+    static class IdsEndpointConfiguration {
+
+        @Bean
+        @ConditionalOnMissingBean
+        @org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint(
+                TransactionalIdsEndpoint.class)
+        TransactionalIdsEndpoint transactionalIdsEndpoint(TransactionSessionPool pool,
+                ObjectProvider<io.github.txnsession.spring.jdbc.TwoPhaseRecovery> recovery) {
+            return new TransactionalIdsEndpoint(pool, recovery.getIfUnique());
+        }
+    }
 }

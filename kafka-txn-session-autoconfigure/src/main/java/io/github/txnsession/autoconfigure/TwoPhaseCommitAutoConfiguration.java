@@ -124,12 +124,8 @@ public final class TwoPhaseCommitAutoConfiguration {
     @DependsOnDatabaseInitialization
     public TwoPhaseRecovery twoPhaseRecovery(DataSource dataSource, DecisionLog decisionLog,
             TransactionSessionPool pool, ObjectProvider<LostTransactionHandler> lostHandler) {
-        TwoPhaseRecovery recovery = new TwoPhaseRecovery(dataSource, decisionLog, pool, lostHandler.getIfAvailable());
-        if (pool.isFleet()) {
-            // a fleet settles each id of an arriving slot under its decision-log key, then initializes it
-            pool.setFleetIdSettler(recovery::settleAndOpen);
-        }
-        return recovery;
+        // over a fleet pool it also becomes the pool's FleetIdSettler (settle and initialize under the key)
+        return new TwoPhaseRecovery(dataSource, decisionLog, pool, lostHandler.getIfAvailable());
     }
 
     /**

@@ -9,6 +9,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 
+import io.github.txnsession.autoconfigure.TransactionalIdsEndpoint;
 import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
@@ -154,6 +155,28 @@ class FleetTwoPhaseTest {
             order("b-2");
             assertThat(committedValues()).contains("b-2");
         });
+    }
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void theIdsEndpointListsAndResolvesTheFleetsIds() {
+        order("c-1");
+        TransactionalIdsEndpoint endpoint = new TransactionalIdsEndpoint(context.getBean(TransactionSessionPool.class),
+                context.getBean(TwoPhaseRecovery.class));
+        Map<String, Object> ids = endpoint.ids();
+        assertThat(ids).containsEntry("fleet", true);
+        Map<String, Map<String, Object>> entries = (Map<String, Map<String, Object>>) ids.get("ids");
+        assertThat(entries).containsOnlyKeys("f2pc-0-0");
+        assertThat(entries.get("f2pc-0-0")).containsEntry("ownedHere", true).containsKey("state")
+                .containsEntry("decision", null);
+        assertThat((String) entries.get("f2pc-0-0").get("state")).isIn("CompleteCommit", "Empty", "CompleteAbort");
+        Map<String, Object> resolved = endpoint.resolve("f2pc-0-0");
+        assertThat(resolved).containsEntry("resolved", true).containsEntry("committed", false)
+                .containsEntry("lost", false);
+        assertThatThrownBy(() -> endpoint.resolve("other-0")).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("not a transactional id of this application");
+        order("c-2"); // the id still works after the resolution
+        assertThat(committedValues()).contains("c-1", "c-2");
     }
 
     private static void order(String id) {

@@ -188,6 +188,12 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                 // fleet: the row's key is held now; if a new owner settled the id before, this finds the transaction
                 // aborted or fenced and throws, and the database rolls the row back
                 session.heartbeat();
+                if (session.state() != io.github.txnsession.kafka.SessionState.PREPARED) {
+                    // a background heartbeat found the failure first and moved the session on: still a failure
+                    throw new IllegalStateException("The Kafka transaction of session '" + session.transactionalId()
+                            + "' is no longer prepared (" + session.state() + ") after its decision was written: a "
+                            + "new owner of the id settled it. The whole transaction rolls back.");
+                }
             }
             this.holder.markDecisionMayBeCommitted();
             phase(CommitPhase.AFTER_LOG_INSERT, session);

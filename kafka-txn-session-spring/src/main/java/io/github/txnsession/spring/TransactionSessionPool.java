@@ -983,6 +983,15 @@ public final class TransactionSessionPool implements AutoCloseable {
         return owned;
     }
 
+    /** @return every transactional id of the pool (in fleet mode: of every slot of the fleet), in slot order */
+    public List<String> transactionalIds() {
+        List<String> ids = new ArrayList<>(this.slots.length);
+        for (Slot s : this.slots) {
+            ids.add(s.transactionalId);
+        }
+        return ids;
+    }
+
     /** @return the transactional ids of the fleet slots this instance owns (empty outside a fleet) */
     public java.util.SortedSet<String> ownedFleetTransactionalIds() {
         java.util.SortedSet<String> ids = new java.util.TreeSet<>();
@@ -1152,9 +1161,12 @@ public final class TransactionSessionPool implements AutoCloseable {
             if (settler != null) {
                 return settler.settleAndOpen(s.transactionalId, () -> createSession(s.transactionalId));
             }
-            Consumer<String> resolver = TransactionSessionPool.this.inDoubtResolver;
-            if (resolver != null) {
-                resolver.accept(s.transactionalId); // what the previous owner left, from the decision log
+            if (TransactionSessionPool.this.inDoubtResolver != null) {
+                // a decision log without a settler: settling and initializing apart would let a paused former owner
+                // commit a decision in between
+                throw new IllegalStateException("Fleet pool '" + TransactionSessionPool.this.prefix + "' has an "
+                        + "in-doubt resolver but no FleetIdSettler: build TwoPhaseRecovery over the pool (it sets "
+                        + "one) or call setFleetIdSettler");
             }
             // initializing aborts what the previous owner left open and fences it, if it still runs
             return createSession(s.transactionalId);

@@ -340,6 +340,18 @@ public final class DecisionLog {
     }
 
     /**
+     * @param dataSource the database holding the log; read on a connection of its own
+     * @param transactionalId a transactional id, taken literally
+     * @return its decision row, if it has one (a row set aside is not its row)
+     * @throws DecisionLogException if the log cannot be read
+     */
+    public Optional<DecisionRecord> find(DataSource dataSource, String transactionalId) {
+        return select(dataSource, escape(transactionalId)).stream()
+            .filter(r -> r.transactionalId().equals(transactionalId))
+            .findFirst();
+    }
+
+    /**
      * Sets a decision whose Kafka outcome is unknown aside, so that the transactional id can take new decisions while
      * the row stays for an operator: its id becomes {@code <id>#in-doubt-<epoch>-<start>}, which no pool id matches.
      *
@@ -420,7 +432,11 @@ public final class DecisionLog {
         int seconds = (int) Math.max(1, Math.min(Integer.MAX_VALUE, lockWait.toSeconds()));
         try (Connection con = dataSource.getConnection()) {
             boolean auto = con.getAutoCommit();
+            int isolation = con.getTransactionIsolation();
             con.setAutoCommit(false);
+            // no gap locks (InnoDB's REPEATABLE READ would lock the whole empty log while Kafka is called)
+            con.setTransactionIsolation(Connection.TRANSACTION_READ_COMMITTED);
+            T result = null;
             try {
                 if (!Boolean.TRUE.equals(keyedByTransactionalId(con.getMetaData(), con.getSchema()))) {
                     throw new DecisionLogException("The decision log " + this.table + " has no unique key on "
@@ -447,7 +463,7 @@ public final class DecisionLog {
                         }
                     }
                 }
-                T result = action.run(con, row);
+                result = action.run(con, row);
                 if (placeholder) {
                     try (PreparedStatement delete = con.prepareStatement("DELETE FROM " + this.table
                             + " WHERE transactional_id = ? AND producer_id = -1")) {
@@ -465,10 +481,19 @@ public final class DecisionLog {
                 catch (SQLException rollbackFailure) {
                     ex.addSuppressed(rollbackFailure);
                 }
+                if (result instanceof AutoCloseable opened) {
+                    try {
+                        opened.close(); // what the action opened must not outlive a rolled-back settlement
+                    }
+                    catch (Exception closeFailure) {
+                        ex.addSuppressed(closeFailure);
+                    }
+                }
                 throw ex;
             }
             finally {
                 con.setAutoCommit(auto);
+                con.setTransactionIsolation(isolation);
             }
         }
         catch (SQLException ex) {

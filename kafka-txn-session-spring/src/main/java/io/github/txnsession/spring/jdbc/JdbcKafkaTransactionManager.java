@@ -199,6 +199,11 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
             this.decisionLog.record(con, id, state);
             if (this.recovery != null && this.recovery.isFleet()) {
                 session.heartbeat(); // fleet: see JdbcTwoPhaseDecision#confirmOpenAfterRecord
+                if (session.state() != io.github.txnsession.kafka.SessionState.PREPARED) {
+                    // a background heartbeat found the failure first and moved the session on
+                    throw new IllegalStateException("the Kafka transaction is no longer prepared (" + session.state()
+                            + "): a new owner of the id settled it");
+                }
             }
         }
         catch (SQLException | RuntimeException ex) {

@@ -107,6 +107,11 @@ public class TwoPhaseRecovery {
             int poolSize, Map<String, ?> clientConfigs, @Nullable LostTransactionHandler lostHandler,
             @Nullable TransactionSessionPool pool) {
         this.pool = pool;
+        if (pool != null && pool.isFleet()) {
+            // a fleet settles each id of an arriving slot under its decision-log key, then initializes it there:
+            // wired here, so that every recovery over a fleet pool (auto-configured or not) closes the race
+            pool.setFleetIdSettler(this::settleAndOpen);
+        }
         this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
         this.decisionLog = Objects.requireNonNull(decisionLog, "decisionLog");
         this.prefix = Objects.requireNonNull(transactionalIdPrefix, "transactionalIdPrefix");
@@ -125,6 +130,15 @@ public class TwoPhaseRecovery {
         });
         this.clientConfigs = Map.copyOf(configs);
         this.lostHandler = lostHandler;
+    }
+
+    /**
+     * @param transactionalId a transactional id
+     * @return its decision row, if it has one
+     * @throws DecisionLogException if the log cannot be read
+     */
+    public Optional<DecisionRecord> decisionOf(String transactionalId) {
+        return this.decisionLog.find(this.dataSource, transactionalId);
     }
 
     /** @return the transactional id prefix this recovery is for */
@@ -227,7 +241,15 @@ public class TwoPhaseRecovery {
         Run run = new Run();
         TransactionSessionPool p = Objects.requireNonNull(this.pool);
         for (String id : p.ownedFleetTransactionalIds()) {
-            whileIdle(id, () -> settleUnderKey(id, run, null));
+            try {
+                whileIdle(id, () -> settleUnderKey(id, run, null));
+            }
+            catch (RuntimeException ex) {
+                if (!run.failed.contains(id)) {
+                    run.failed.add(id);
+                }
+                log.warn("Recovery of '{}' failed and must be retried: {}", id, ex.toString());
+            }
         }
         RecoveryReport report = finish(run);
         this.inDoubt.addAll(run.inDoubt);
@@ -237,8 +259,9 @@ public class TwoPhaseRecovery {
 
     /**
      * Fleet mode: settles {@code transactionalId} while holding its decision-log key, then (if {@code open} is given)
-     * initializes it, still under the key. A committed decision is completed; without one, an open transaction is
-     * aborted (by the initialization, or by a resumed session when nothing is opened). Holding the key means a
+     * initializes it, still under the key. A committed decision is completed; without one, nothing is done but the
+     * initialization (which aborts what the id left open): a missing row is not proof enough to abort, since the id
+     * may be in use by its new owner. Holding the key means a
      * paused former owner cannot commit a decision for the id in between: its own check after writing the row (its
      * commit confirms the Kafka transaction is still open) then finds it aborted, and its database transaction rolls
      * back.
@@ -254,9 +277,9 @@ public class TwoPhaseRecovery {
                     if (decision.isPresent()) {
                         settleHeld(con, decision.get(), run);
                     }
-                    else if (open == null) {
-                        abortOpen(transactionalId, run);
-                    }
+                    // without a row nothing is aborted here: only the slot's owner, when it initializes the id under
+                    // the key, ends what the id left open. Recovery elsewhere (a paused instance settling its failed
+                    // completion, say) could otherwise abort the new owner's running transaction.
                     if (run.failed.contains(transactionalId)) {
                         return null;
                     }
