@@ -33,8 +33,9 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  * application (in fleet mode every id of every slot, whichever instance owns it) with its coordinator state, the age
  * of its open transaction against its timeout, whether this instance owns it, and its decision row (two-phase commit).
  * POST {@code /txnsessionids/<id>} resolves one: with two-phase commit it completes the id's decision row if it has
- * one and aborts its open transaction otherwise (in fleet mode under the id's decision-log key, so a paused instance's
- * decision cannot slip in between); without, it aborts the open transaction.
+ * one (in fleet mode under the id's decision-log key) and otherwise aborts its open transaction, except in fleet mode,
+ * where only the slot's owner ends an id's transaction (by initializing it under the key: a missing row does not prove
+ * that a running transaction may be aborted); without two-phase commit it aborts the open transaction.
  *
  * <p>Guarantees: it never resolves an id a session of this instance has lent right now (it answers so instead), and it
  * never aborts a transaction whose decision row says commit. Not guaranteed: resolving an id another instance is using
