@@ -30,7 +30,8 @@ public class TransactionSessionProperties implements Validator {
 
     /**
      * Prefix of the transactional ids: session i of the pool uses prefix + i, the same after every restart. Must be
-     * unique per application instance (two instances with one prefix fence each other). Defaults to
+     * unique per application instance (two instances with one prefix fence each other), unless fleet mode is on
+     * (then every instance uses the same prefix and ids prefix + slot + "-" + k). Defaults to
      * spring.kafka.producer.transaction-id-prefix, else to "${spring.application.name}-txn-", else "txn-session-".
      */
     private @Nullable String transactionalIdPrefix;

@@ -10,9 +10,11 @@ import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 
+import io.github.txnsession.kafka.fleet.FleetSlot;
+import io.github.txnsession.kafka.fleet.SlotListener;
 import io.github.txnsession.kafka.fleet.TransactionalIdFleet;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
-import io.github.txnsession.spring.CurrentTransactionSession;
+import io.github.txnsession.spring.PooledSession;
 import io.github.txnsession.spring.SessionTransactionCounters;
 import io.github.txnsession.spring.TransactionSessionPool;
 import org.apache.kafka.clients.admin.TransactionListing;
@@ -33,6 +35,7 @@ import org.springframework.kafka.annotation.KafkaListener;
 import org.springframework.kafka.core.KafkaTemplate;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
 /**
@@ -62,8 +65,10 @@ class FleetModeTest {
             await().atMost(Duration.ofSeconds(60)).until(() -> !pool(apps.get(0)).ownedFleetSlots().isEmpty());
             apps.add(start());
             apps.add(start());
-            await().atMost(Duration.ofSeconds(60)).untilAsserted(() -> assertDisjointAndComplete(apps));
-            assertThat(apps).allMatch(a -> !pool(a).ownedFleetSlots().isEmpty());
+            await().atMost(Duration.ofSeconds(60)).untilAsserted(() -> {
+                assertThat(apps).allMatch(a -> !pool(a).ownedFleetSlots().isEmpty());
+                assertDisjointAndComplete(apps);
+            });
             produce(RECORDS / 3, 2 * RECORDS / 3);
 
             ConfigurableApplicationContext leaving = apps.remove(1);
@@ -144,6 +149,35 @@ class FleetModeTest {
                 template.executeInTransaction(t -> t.send("fleet-fence-out", "k", "w" + n));
             }
             assertThat(CommittedReader.readToEnd(kafka.bootstrapServers(), "fleet-fence-out", true)).hasSize(15);
+        }
+    }
+
+    @Test
+    void aLeaseFromAnEarlierOwnershipIsDetachedWhenTheSlotComesBack() {
+        String prefix = "fleet-stale-";
+        kafka.cluster().createTopics(1, "fleet-stale-out");
+        FleetSlot slot0 = new FleetSlot(0, List.of(FleetSlot.transactionalId(prefix, 0, 0)));
+        try (TransactionSessionPool pool = TransactionSessionPool.forFleet(prefix, 1, 1, Duration.ofSeconds(5),
+                kafka.cluster().clientConfigs(), List.of())) {
+            SlotListener listener = pool.fleetListener();
+            pool.setFleetSettlementRequester(s -> {
+            });
+            listener.slotAssigned(slot0);
+            PooledSession stale = pool.acquire();
+            stale.session().beginTransaction();
+            new io.github.txnsession.kafka.SessionProducer<>(stale.session(), new StringSerializer(),
+                    new StringSerializer()).send(new ProducerRecord<>("fleet-stale-out", "k", "stale"));
+            listener.slotsRevoked(List.of(slot0), true); // lost while lent: no wait, the lease stays out
+            listener.slotAssigned(slot0); // back again: settled with a new session, the old lease detached
+            assertThatThrownBy(() -> stale.session().commitTransaction()).as("fenced by the new initialization")
+                    .isInstanceOf(io.github.txnsession.kafka.TransactionSessionException.class);
+            stale.release(); // only closes the old session
+            PooledSession fresh = pool.acquire();
+            assertThat(fresh.session()).isNotSameAs(stale.session());
+            fresh.session().beginTransaction();
+            fresh.session().commitTransaction();
+            fresh.release();
+            assertThat(pool.snapshot().inUse()).isZero();
         }
     }
 

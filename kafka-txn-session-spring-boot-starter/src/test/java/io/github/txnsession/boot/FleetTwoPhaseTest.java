@@ -158,6 +158,29 @@ class FleetTwoPhaseTest {
     }
 
     @Test
+    void aFailedInitializationStillEndsTheIdsOpenTransactionUnderTheKey() {
+        TwoPhaseRecovery recovery = context.getBean(TwoPhaseRecovery.class);
+        Map<String, Object> configs = new java.util.HashMap<>(
+                context.getBean(TransactionSessionPool.class).sessionConfigs());
+        configs.put("transactional.id", "f2pc-other-0"); // an id of no slot: nothing else touches it
+        try (TransactionSession paused = TransactionSession.open(configs)) {
+            paused.initialize();
+            paused.beginTransaction();
+            new io.github.txnsession.kafka.SessionProducer<>(paused, new org.apache.kafka.common.serialization
+                    .StringSerializer(), new org.apache.kafka.common.serialization.StringSerializer())
+                    .send(new org.apache.kafka.clients.producer.ProducerRecord<>(OUT, "d-1", "d-1"));
+            paused.prepareTransaction();
+            // the new owner's initialization fails in the client (and might land later at the coordinator)
+            assertThatThrownBy(() -> recovery.settleAndOpen("f2pc-other-0", () -> {
+                throw new IllegalStateException("InitProducerId timed out (test)");
+            })).hasMessageContaining("timed out (test)");
+            // still under the key, the open transaction was aborted: the paused owner's check now finds it so
+            assertThatThrownBy(paused::heartbeat).isInstanceOf(io.github.txnsession.kafka.TransactionSessionException.class);
+        }
+        assertThat(committedValues()).doesNotContain("d-1");
+    }
+
+    @Test
     @SuppressWarnings("unchecked")
     void theIdsEndpointListsAndResolvesTheFleetsIds() {
         order("c-1");

@@ -252,7 +252,15 @@ public class TwoPhaseRecovery {
             }
         }
         RecoveryReport report = finish(run);
-        this.inDoubt.addAll(run.inDoubt);
+        // what stays in doubt: the rows set aside for the owned ids, from this run or earlier ones
+        this.inDoubt.clear();
+        for (String id : p.ownedFleetTransactionalIds()) {
+            for (DecisionRecord aside : this.decisionLog.findSetAsideOf(this.dataSource, id)) {
+                this.inDoubt.add(run.inDoubt.stream().filter(l -> l.transactionalId().equals(id)).findFirst()
+                        .orElse(new LostTransaction(aside, "the Kafka outcome of this decision is unknown; check the "
+                                + "data, then delete the row")));
+            }
+        }
         this.recovered = run.failed.isEmpty();
         return report;
     }
@@ -283,13 +291,45 @@ public class TwoPhaseRecovery {
                     if (run.failed.contains(transactionalId)) {
                         return null;
                     }
-                    return open != null ? open.get() : null;
+                    if (open == null) {
+                        return null;
+                    }
+                    try {
+                        return open.get();
+                    }
+                    catch (RuntimeException initFailure) {
+                        endOpenAfterFailedInit(transactionalId, initFailure);
+                        throw initFailure;
+                    }
                 });
         if (run.failed.contains(transactionalId)) {
             throw new TransactionSessionException(transactionalId, "two-phase recovery could not settle it now; it "
                     + "is not used until it is settled (see the log)", null);
         }
         return session;
+    }
+
+    /**
+     * An initialization that failed in the client may still be applied by the coordinator later, after the key is
+     * released, and abort a transaction a paused former owner has meanwhile decided to commit. So, still under the key
+     * (no decision row is committed for the id), the id's open transaction is ended now; a later-landing
+     * initialization then finds nothing left to abort. If that fails too, the coordinator is unreachable for this
+     * instance and the settlement is retried.
+     */
+    private void endOpenAfterFailedInit(String transactionalId, RuntimeException initFailure) {
+        try {
+            Optional<TransactionSession> open = TransactionSession.resumeOpen(transactionalId, this.clientConfigs);
+            if (open.isPresent()) {
+                try (TransactionSession session = open.get()) {
+                    session.abortTransaction();
+                }
+                log.info("Fleet: initializing '{}' failed ({}); its open transaction was aborted under the key",
+                        transactionalId, initFailure.toString());
+            }
+        }
+        catch (RuntimeException abortFailure) {
+            initFailure.addSuppressed(abortFailure);
+        }
     }
 
     /**

@@ -103,6 +103,8 @@ public final class TransactionalIdFleet implements AutoCloseable {
     private final Object monitor = new Object();
     /** settled slots whose listener asked to be settled again ({@link #requestSettlement}) */
     private final Set<Integer> resettle = ConcurrentHashMap.newKeySet();
+    /** membership thread only: no settling again before this nano time (back-off after a failure) */
+    private long nextResettle = System.nanoTime();
     private volatile boolean closing;
     private volatile @Nullable Throwable failure;
     private volatile long rebalances;
@@ -375,7 +377,7 @@ public final class TransactionalIdFleet implements AutoCloseable {
     }
 
     private void settleAgainIfStillOwned() {
-        if (this.resettle.isEmpty() || this.closing) {
+        if (this.resettle.isEmpty() || this.closing || System.nanoTime() - this.nextResettle < 0) {
             return;
         }
         Map<TopicPartition, OffsetAndMetadata> proof = new HashMap<>();
@@ -387,8 +389,9 @@ public final class TransactionalIdFleet implements AutoCloseable {
             this.consumer.commitSync(proof, Duration.ofSeconds(5));
         }
         catch (RuntimeException ex) {
-            log.info("Fleet '{}': could not confirm the ownership of slots {} ({}); settling them again later",
-                    this.groupId, this.resettle, ex.toString());
+            this.nextResettle = System.nanoTime() + this.retryBackoff.toNanos();
+            log.info("Fleet '{}': could not confirm the ownership of slots {} ({}); trying again in {} ms",
+                    this.groupId, this.resettle, ex.toString(), this.retryBackoff.toMillis());
             return;
         }
         for (Integer s : new ArrayList<>(this.resettle)) {
@@ -402,7 +405,9 @@ public final class TransactionalIdFleet implements AutoCloseable {
             }
             catch (RuntimeException ex) {
                 this.resettle.add(s);
-                log.warn("Fleet '{}': settling slot {} again failed ({}); retrying", this.groupId, s, ex.toString());
+                this.nextResettle = System.nanoTime() + this.retryBackoff.toNanos();
+                log.warn("Fleet '{}': settling slot {} again failed ({}); retrying in {} ms", this.groupId, s,
+                        ex.toString(), this.retryBackoff.toMillis());
             }
         }
     }
