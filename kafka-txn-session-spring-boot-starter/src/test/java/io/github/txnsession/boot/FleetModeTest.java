@@ -10,11 +10,8 @@ import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 
-import io.github.txnsession.kafka.fleet.FleetSlot;
-import io.github.txnsession.kafka.fleet.SlotListener;
 import io.github.txnsession.kafka.fleet.TransactionalIdFleet;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
-import io.github.txnsession.spring.PooledSession;
 import io.github.txnsession.spring.SessionTransactionCounters;
 import io.github.txnsession.spring.TransactionSessionPool;
 import org.apache.kafka.clients.admin.TransactionListing;
@@ -35,7 +32,6 @@ import org.springframework.kafka.annotation.KafkaListener;
 import org.springframework.kafka.core.KafkaTemplate;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
 /**
@@ -149,35 +145,6 @@ class FleetModeTest {
                 template.executeInTransaction(t -> t.send("fleet-fence-out", "k", "w" + n));
             }
             assertThat(CommittedReader.readToEnd(kafka.bootstrapServers(), "fleet-fence-out", true)).hasSize(15);
-        }
-    }
-
-    @Test
-    void aLeaseFromAnEarlierOwnershipIsDetachedWhenTheSlotComesBack() {
-        String prefix = "fleet-stale-";
-        kafka.cluster().createTopics(1, "fleet-stale-out");
-        FleetSlot slot0 = new FleetSlot(0, List.of(FleetSlot.transactionalId(prefix, 0, 0)));
-        try (TransactionSessionPool pool = TransactionSessionPool.forFleet(prefix, 1, 1, Duration.ofSeconds(5),
-                kafka.cluster().clientConfigs(), List.of())) {
-            SlotListener listener = pool.fleetListener();
-            pool.setFleetSettlementRequester(s -> {
-            });
-            listener.slotAssigned(slot0);
-            PooledSession stale = pool.acquire();
-            stale.session().beginTransaction();
-            new io.github.txnsession.kafka.SessionProducer<>(stale.session(), new StringSerializer(),
-                    new StringSerializer()).send(new ProducerRecord<>("fleet-stale-out", "k", "stale"));
-            listener.slotsRevoked(List.of(slot0), true); // lost while lent: no wait, the lease stays out
-            listener.slotAssigned(slot0); // back again: settled with a new session, the old lease detached
-            assertThatThrownBy(() -> stale.session().commitTransaction()).as("fenced by the new initialization")
-                    .isInstanceOf(io.github.txnsession.kafka.TransactionSessionException.class);
-            stale.release(); // only closes the old session
-            PooledSession fresh = pool.acquire();
-            assertThat(fresh.session()).isNotSameAs(stale.session());
-            fresh.session().beginTransaction();
-            fresh.session().commitTransaction();
-            fresh.release();
-            assertThat(pool.snapshot().inUse()).isZero();
         }
     }
 

@@ -661,9 +661,6 @@ public final class TransactionSessionPool implements AutoCloseable {
 
     void release(PooledSession lease) {
         Slot slot = this.slots[lease.index()];
-        if (retiredIfDetached(slot, lease)) {
-            return;
-        }
         TransactionSession session = lease.session();
         TransactionSession keep = session;
         SessionState state = session.state();
@@ -702,41 +699,9 @@ public final class TransactionSessionPool implements AutoCloseable {
 
     void releaseInDoubt(PooledSession lease) {
         Slot slot = this.slots[lease.index()];
-        if (retiredIfDetached(slot, lease)) {
-            return;
-        }
         log.info("Transaction session '{}' was given back in doubt; its id is settled from the decision log before "
                 + "it is used again", lease.session().transactionalId());
         giveBackInDoubt(slot, lease.session());
-    }
-
-    /**
-     * Fleet mode: a lease whose slot was detached from it (the slot left while the session was lent, the revocation
-     * timed out, and the slot came back and was settled with a new session) only closes its session: the slot
-     * belongs to the new one. A prepared transaction is left alone (the new session's initialization, under the
-     * decision-log key in two-phase mode, has settled the id).
-     */
-    private boolean retiredIfDetached(Slot slot, PooledSession lease) {
-        this.lock.lock();
-        try {
-            if (slot.fleetSlot < 0 || slot.session == lease.session()) {
-                return false;
-            }
-            this.inUse--;
-            this.released.signalAll();
-        }
-        finally {
-            this.lock.unlock();
-        }
-        log.info("Transaction session '{}' came back after its fleet slot was settled again without it; closing it",
-                lease.session().transactionalId());
-        if (lease.session().state() == SessionState.PREPARED) {
-            abandonQuietly(lease.session());
-        }
-        else {
-            closeQuietly(lease.session());
-        }
-        return true;
     }
 
     private void giveBackInDoubt(Slot slot, TransactionSession session) {
@@ -1145,13 +1110,11 @@ public final class TransactionSessionPool implements AutoCloseable {
             try {
                 for (Slot s : mine) {
                     if (!s.owned && s.owner != null) {
-                        // still lent from an earlier ownership (its revocation timed out): detach it; its holder's
-                        // session is fenced by the new initialization and closed when given back
-                        log.warn("Transaction session '{}' is still lent to {} from an earlier ownership of fleet "
-                                + "slot {}; the slot is settled with a new session", s.transactionalId,
-                                s.owner.getName(), fleetSlot.index());
-                        s.owner = null;
-                        s.session = null;
+                        // still lent from an earlier ownership (its revocation timed out), or reserved by recovery:
+                        // the fleet retries once it is given back
+                        throw new IllegalStateException("Transaction session '" + s.transactionalId + "' is still "
+                                + "in use (" + s.owner.getName() + ") from an earlier ownership of fleet slot "
+                                + fleetSlot.index());
                     }
                     if (s.session == null && s.owner == null) {
                         toOpen.add(s); // not lendable without a session (pickFreeSlot), so nobody races us

@@ -551,15 +551,6 @@ public final class DecisionLog {
         return records;
     }
 
-    /**
-     * @param dataSource the database holding the log
-     * @param transactionalId one transactional id, taken literally
-     * @return its decisions set aside by {@link #setAside}, for an operator to check and delete
-     */
-    public List<DecisionRecord> findSetAsideOf(DataSource dataSource, String transactionalId) {
-        return select(dataSource, escape(transactionalId) + escape(IN_DOUBT) + "%");
-    }
-
     private static String escape(String likeLiteral) {
         String escape = String.valueOf(LIKE_ESCAPE);
         return likeLiteral.replace(escape, escape + escape).replace("%", escape + "%").replace("_", escape + "_");

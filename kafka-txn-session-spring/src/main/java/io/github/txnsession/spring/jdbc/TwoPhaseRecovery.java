@@ -252,15 +252,7 @@ public class TwoPhaseRecovery {
             }
         }
         RecoveryReport report = finish(run);
-        // what stays in doubt: the rows set aside for the owned ids, from this run or earlier ones
-        this.inDoubt.clear();
-        for (String id : p.ownedFleetTransactionalIds()) {
-            for (DecisionRecord aside : this.decisionLog.findSetAsideOf(this.dataSource, id)) {
-                this.inDoubt.add(run.inDoubt.stream().filter(l -> l.transactionalId().equals(id)).findFirst()
-                        .orElse(new LostTransaction(aside, "the Kafka outcome of this decision is unknown; check the "
-                                + "data, then delete the row")));
-            }
-        }
+        this.inDoubt.addAll(run.inDoubt); // kept until an operator clears them (other instances' ids included)
         this.recovered = run.failed.isEmpty();
         return report;
     }
