@@ -55,7 +55,8 @@ public final class CommittedReader {
         List<ConsumerRecord<String, String>> all = new ArrayList<>();
         try (KafkaConsumer<String, String> consumer = openAtBeginning(bootstrap, topic, committedOnly)) {
             List<TopicPartition> partitions = List.copyOf(consumer.assignment());
-            Map<TopicPartition, Long> end = consumer.endOffsets(partitions);
+            Map<TopicPartition, Long> end = committedOnly ? settledEnd(bootstrap, consumer, partitions)
+                    : consumer.endOffsets(partitions);
             long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
             while (partitions.stream().anyMatch(tp -> consumer.position(tp) < end.get(tp))) {
                 if (System.nanoTime() > deadline) {
@@ -65,6 +66,36 @@ public final class CommittedReader {
             }
         }
         return all;
+    }
+
+    /**
+     * The last stable offsets, after giving a transaction that has just committed up to 1 s for its markers: a commit
+     * returns once the coordinator accepted it, and the markers that move the last stable offset follow (read right
+     * after a commit, a read_committed reader could otherwise stop before the committed records). A transaction left
+     * open on purpose keeps its partition's last stable offset where it is, and the read ends there.
+     */
+    private static Map<TopicPartition, Long> settledEnd(String bootstrap, KafkaConsumer<String, String> consumer,
+            List<TopicPartition> partitions) {
+        Map<TopicPartition, Long> highWatermarks;
+        try (KafkaConsumer<String, String> uncommitted = new KafkaConsumer<>(Map.of(
+                ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
+                ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_uncommitted"), new StringDeserializer(),
+                new StringDeserializer())) {
+            highWatermarks = uncommitted.endOffsets(partitions);
+        }
+        java.util.concurrent.atomic.AtomicReference<Map<TopicPartition, Long>> stable =
+                new java.util.concurrent.atomic.AtomicReference<>(consumer.endOffsets(partitions));
+        try {
+            org.awaitility.Awaitility.await().atMost(Duration.ofSeconds(1)).pollInterval(Duration.ofMillis(20))
+                .until(() -> {
+                    stable.set(consumer.endOffsets(partitions));
+                    return stable.get().equals(highWatermarks);
+                });
+        }
+        catch (org.awaitility.core.ConditionTimeoutException openOnPurpose) {
+            // a transaction is still open: read to its last stable offset
+        }
+        return stable.get();
     }
 
     /** A consumer of every partition of {@code topic}, positioned at the beginning, with the isolation level asked. */
