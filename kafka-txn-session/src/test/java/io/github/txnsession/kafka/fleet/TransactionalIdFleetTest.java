@@ -11,9 +11,11 @@ import java.util.Random;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Collectors;
 
 import io.github.txnsession.kafka.test.ChildJvm;
@@ -176,8 +178,10 @@ class TransactionalIdFleetTest {
                 victim.awaitLine("holding", Duration.ofSeconds(60));
             }
             else {
-                victim.awaitLine("committed", Duration.ofSeconds(60));
-                TimeUnit.MILLISECONDS.sleep(random.nextInt(300)); // a random kill point within its work
+                // a random kill point: after 1 to 3 more of its commits, wherever its next transaction then is
+                for (int commits = 1 + random.nextInt(3); commits > 0; commits--) {
+                    victim.awaitLine("committed", Duration.ofSeconds(60));
+                }
             }
             Map<TopicPartition, Long> highWater = offsets(cluster, output, IsolationLevel.READ_UNCOMMITTED);
             long killedAt = System.nanoTime();
@@ -332,7 +336,9 @@ class TransactionalIdFleetTest {
         private final String topic;
         private final List<String> sent = Collections.synchronizedList(new ArrayList<>());
         private final AtomicBoolean running = new AtomicBoolean(true);
-        private final Thread thread;
+        private final java.util.concurrent.ScheduledExecutorService pace = Executors.newSingleThreadScheduledExecutor(
+                r -> new Thread(r, "fleet-load"));
+        private final AtomicLong round = new AtomicLong();
         private volatile Exception failure;
 
         Load(EmbeddedKafkaCluster cluster, String topic) {
@@ -340,25 +346,23 @@ class TransactionalIdFleetTest {
             configs.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, 1);
             this.producer = new KafkaProducer<>(configs, new StringSerializer(), new StringSerializer());
             this.topic = topic;
-            this.thread = new Thread(this::produce, "fleet-load");
         }
 
+        /** One record per partition every 20 ms: a steady trickle of about 200 records a second. */
         void start() {
-            this.thread.start();
+            this.pace.scheduleAtFixedRate(this::produceRound, 0, 20, TimeUnit.MILLISECONDS);
         }
 
-        private void produce() {
-            long i = 0;
+        private void produceRound() {
+            if (!this.running.get() || this.failure != null) {
+                return;
+            }
+            long i = this.round.getAndIncrement();
             try {
-                while (this.running.get()) {
-                    for (int p = 0; p < PARTITIONS; p++) {
-                        String value = p + "-" + i;
-                        this.producer.send(new ProducerRecord<>(this.topic, p, "k" + p, value)).get(30,
-                                TimeUnit.SECONDS);
-                        this.sent.add(value);
-                    }
-                    i++;
-                    TimeUnit.MILLISECONDS.sleep(20); // a steady trickle: ~200 records a second
+                for (int p = 0; p < PARTITIONS; p++) {
+                    String value = p + "-" + i;
+                    this.producer.send(new ProducerRecord<>(this.topic, p, "k" + p, value)).get(30, TimeUnit.SECONDS);
+                    this.sent.add(value);
                 }
             }
             catch (Exception ex) {
@@ -368,7 +372,8 @@ class TransactionalIdFleetTest {
 
         int stopAndCount() throws InterruptedException {
             this.running.set(false);
-            this.thread.join(30_000);
+            this.pace.shutdown();
+            assertThat(this.pace.awaitTermination(30, TimeUnit.SECONDS)).as("load stopped").isTrue();
             if (this.failure != null) {
                 throw new AssertionError("The load producer failed", this.failure);
             }
@@ -382,6 +387,7 @@ class TransactionalIdFleetTest {
         @Override
         public void close() {
             this.running.set(false);
+            this.pace.shutdownNow();
             this.producer.close(Duration.ofSeconds(10));
         }
     }
