@@ -10,12 +10,14 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 
 import io.github.txnsession.autoconfigure.TransactionalIdsEndpoint;
+import io.github.txnsession.kafka.PreparedTransaction;
 import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import io.github.txnsession.spring.CommitPhase;
 import io.github.txnsession.spring.CommitPhaseListener;
 import io.github.txnsession.spring.TransactionSessionPool;
+import io.github.txnsession.spring.jdbc.DecisionLog;
 import io.github.txnsession.spring.jdbc.RecoveryReport;
 import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -49,6 +51,9 @@ import static org.awaitility.Awaitility.await;
  * <li>The new owner settled (and initialized the id) before the decision was written: the paused owner's check
  * after writing the row finds its transaction aborted, and the database rolls back (without it the database would
  * commit a decision whose Kafka side was aborted: LOST).</li>
+ * <li>The new owner's initialization failed in the client (it may still land at the coordinator later): the id's
+ * open transaction is aborted and a fence is left in the log, which refuses the paused owner's decision until an
+ * owner has initialized the id.</li>
  * </ul>
  */
 class FleetTwoPhaseTest {
@@ -158,7 +163,7 @@ class FleetTwoPhaseTest {
     }
 
     @Test
-    void aFailedInitializationStillEndsTheIdsOpenTransactionUnderTheKey() {
+    void aFailedInitializationEndsTheIdsOpenTransactionAndFencesItsDecisionsUnderTheKey() throws Exception {
         TwoPhaseRecovery recovery = context.getBean(TwoPhaseRecovery.class);
         Map<String, Object> configs = new java.util.HashMap<>(
                 context.getBean(TransactionSessionPool.class).sessionConfigs());
@@ -176,8 +181,30 @@ class FleetTwoPhaseTest {
             })).hasMessageContaining("timed out (test)");
             // still under the key, the open transaction was aborted: the paused owner's check now finds it so
             assertThatThrownBy(paused::heartbeat).isInstanceOf(io.github.txnsession.kafka.TransactionSessionException.class);
+            // and, whatever the coordinator does later, the log refuses the paused owner's decision: the fence
+            assertThatThrownBy(() -> writeDecision("f2pc-other-0", PreparedTransaction.of(5, (short) 1, 1L)))
+                .hasMessageContaining("fence");
         }
         assertThat(committedValues()).doesNotContain("d-1");
+        // an owner that initializes the id lifts the fence
+        recovery.settleAndOpen("f2pc-other-0", () -> {
+            Map<String, Object> c = new java.util.HashMap<>(configs);
+            TransactionSession s = TransactionSession.open(c);
+            s.initialize();
+            return s;
+        }).close();
+        writeDecision("f2pc-other-0", PreparedTransaction.of(5, (short) 1, 1L));
+        assertThat(recovery.decisionOf("f2pc-other-0")).isPresent();
+        context.getBean(JdbcTemplate.class).update("DELETE FROM kafka_txn_decision_log WHERE transactional_id = ?",
+                "f2pc-other-0");
+    }
+
+    private static void writeDecision(String id, PreparedTransaction prepared) throws Exception {
+        try (java.sql.Connection con = context.getBean(javax.sql.DataSource.class).getConnection()) {
+            con.setAutoCommit(false);
+            context.getBean(DecisionLog.class).record(con, id, prepared);
+            con.commit();
+        }
     }
 
     @Test

@@ -32,7 +32,8 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>Guarantees: {@link #record} writes through the caller's connection, so the row commits if and only if the
  * business data commits: the database commit <em>is</em> the decision. A transactional id has at most one row; a new
- * decision replaces an old one.
+ * decision replaces an old one, except a fleet's fence ({@link #fence}: producer id -2), which refuses every decision
+ * of its id until the id's new owner has initialized it.
  *
  * <p>The table: schema scripts for the default table name are shipped as
  * {@code io/github/txnsession/spring/jdbc/schema-<platform>.sql} ({@code h2}, {@code postgresql}, {@code mysql} (also
@@ -56,6 +57,15 @@ public final class DecisionLog {
     private static final String START_COLUMN = "txn_start_ms";
 
     private static final String IN_DOUBT = "#in-doubt-";
+
+    /** The producer id of the row {@link #withKeyHeld} inserts for the duration when an id has no row. */
+    private static final long PLACEHOLDER = -1;
+
+    /**
+     * The producer id of a fence: a committed row left by a fleet owner whose initialization of the id failed, so
+     * that no decision for the id commits until an owner initializes it (see {@link #fence}).
+     */
+    private static final long FENCE = -2;
 
     private static final String MIGRATION_HINT = " (does the table exist, with the columns of "
             + "io/github/txnsession/spring/jdbc/schema-<platform>.sql? The starter creates it, and adds the "
@@ -152,13 +162,15 @@ public final class DecisionLog {
         }
         String upsert = upsertStatement(connection);
         if (upsert == null) {
+            // a fence (or a placeholder being held) is not deleted: the INSERT below then fails on the key
             try (PreparedStatement delete = connection.prepareStatement(
-                    "DELETE FROM " + this.table + " WHERE transactional_id = ?")) {
+                    "DELETE FROM " + this.table + " WHERE transactional_id = ? AND producer_id >= 0")) {
                 delete.setString(1, transactionalId);
                 delete.executeUpdate();
             }
         }
         String columns = " (transactional_id, producer_id, producer_epoch, " + START_COLUMN + ", decided_at) ";
+        int written;
         try (PreparedStatement insert = connection.prepareStatement(upsert != null ? upsert
                 : "INSERT INTO " + this.table + columns + "VALUES (?, ?, ?, ?, ?)")) {
             insert.setString(1, transactionalId);
@@ -171,8 +183,23 @@ public final class DecisionLog {
                 insert.setNull(4, Types.BIGINT);
             }
             insert.setTimestamp(5, Timestamp.from(Instant.now()));
-            insert.executeUpdate();
+            written = insert.executeUpdate();
         }
+        catch (SQLException ex) {
+            if (upsert == null && ex.getSQLState() != null && ex.getSQLState().startsWith("23")) {
+                throw fenced(transactionalId, ex);
+            }
+            throw ex;
+        }
+        if (written == 0) {
+            throw fenced(transactionalId, null);
+        }
+    }
+
+    private SQLException fenced(String transactionalId, @Nullable SQLException cause) {
+        return new SQLException("The decision of '" + transactionalId + "' was refused: a fleet's new owner of the id "
+                + "is settling it (its row in " + this.table + " is a fence until the owner has initialized the id), "
+                + "so this instance no longer owns it and its transaction must roll back", "40001", cause);
     }
 
     /**
@@ -201,12 +228,18 @@ public final class DecisionLog {
             return null;
         }
         String columns = " (transactional_id, producer_id, producer_epoch, " + START_COLUMN + ", decided_at) ";
+        // both forms leave a fence or a placeholder (producer id < 0) in place and then write no row
         if (product.equals("H2")) {
-            return "MERGE INTO " + this.table + columns + "KEY (transactional_id) VALUES (?, ?, ?, ?, ?)";
+            return "MERGE INTO " + this.table + " d USING (VALUES (CAST(? AS VARCHAR(512)), CAST(? AS BIGINT), "
+                    + "CAST(? AS SMALLINT), CAST(? AS BIGINT), CAST(? AS TIMESTAMP))) s (tid, pid, epoch, st, at) "
+                    + "ON d.transactional_id = s.tid WHEN MATCHED AND d.producer_id >= 0 THEN UPDATE SET "
+                    + "producer_id = s.pid, producer_epoch = s.epoch, " + START_COLUMN + " = s.st, decided_at = s.at "
+                    + "WHEN NOT MATCHED THEN INSERT" + columns + "VALUES (s.tid, s.pid, s.epoch, s.st, s.at)";
         }
-        return "INSERT INTO " + this.table + columns + "VALUES (?, ?, ?, ?, ?) ON CONFLICT (transactional_id) DO "
-                + "UPDATE SET producer_id = EXCLUDED.producer_id, producer_epoch = EXCLUDED.producer_epoch, "
-                + START_COLUMN + " = EXCLUDED." + START_COLUMN + ", decided_at = EXCLUDED.decided_at";
+        return "INSERT INTO " + this.table + " AS d" + columns + "VALUES (?, ?, ?, ?, ?) ON CONFLICT "
+                + "(transactional_id) DO UPDATE SET producer_id = EXCLUDED.producer_id, producer_epoch = "
+                + "EXCLUDED.producer_epoch, " + START_COLUMN + " = EXCLUDED." + START_COLUMN + ", decided_at = "
+                + "EXCLUDED.decided_at WHERE d.producer_id >= 0";
     }
 
     /**
@@ -445,7 +478,14 @@ public final class DecisionLog {
                 }
                 Optional<DecisionRecord> row = selectForUpdate(con, transactionalId, seconds);
                 boolean placeholder = false;
-                if (row.isEmpty()) {
+                if (row.isPresent() && row.get().producerId() < 0) {
+                    // a fence left by an earlier failed initialization: held as the placeholder, so that it is gone
+                    // once this settlement commits (unless the action fences the id again)
+                    markRow(con, transactionalId, PLACEHOLDER);
+                    row = Optional.empty();
+                    placeholder = true;
+                }
+                if (row.isEmpty() && !placeholder) {
                     java.sql.Savepoint before = con.setSavepoint();
                     try {
                         insertPlaceholder(con, transactionalId, seconds);
@@ -466,7 +506,7 @@ public final class DecisionLog {
                 result = action.run(con, row);
                 if (placeholder) {
                     try (PreparedStatement delete = con.prepareStatement("DELETE FROM " + this.table
-                            + " WHERE transactional_id = ? AND producer_id = -1")) {
+                            + " WHERE transactional_id = ? AND producer_id = " + PLACEHOLDER)) {
                         delete.setString(1, transactionalId);
                         delete.executeUpdate();
                     }
@@ -523,12 +563,47 @@ public final class DecisionLog {
     }
 
     private void insertPlaceholder(Connection con, String transactionalId, int timeoutSeconds) throws SQLException {
+        insertMarker(con, transactionalId, PLACEHOLDER, timeoutSeconds);
+    }
+
+    private void insertMarker(Connection con, String transactionalId, long marker, int timeoutSeconds)
+            throws SQLException {
         try (PreparedStatement insert = con.prepareStatement("INSERT INTO " + this.table + " (transactional_id, "
-                + "producer_id, producer_epoch, " + START_COLUMN + ", decided_at) VALUES (?, -1, -1, NULL, ?)")) {
+                + "producer_id, producer_epoch, " + START_COLUMN + ", decided_at) VALUES (?, ?, -1, NULL, ?)")) {
             insert.setQueryTimeout(timeoutSeconds);
             insert.setString(1, transactionalId);
-            insert.setTimestamp(2, Timestamp.from(Instant.now()));
+            insert.setLong(2, marker);
+            insert.setTimestamp(3, Timestamp.from(Instant.now()));
             insert.executeUpdate();
+        }
+    }
+
+    /** @return whether the id's row (held by this connection) was turned into the marker */
+    private boolean markRow(Connection con, String transactionalId, long marker) throws SQLException {
+        try (PreparedStatement update = con.prepareStatement("UPDATE " + this.table + " SET producer_id = ?, "
+                + "producer_epoch = -1, " + START_COLUMN + " = NULL, decided_at = ? WHERE transactional_id = ?")) {
+            update.setLong(1, marker);
+            update.setTimestamp(2, Timestamp.from(Instant.now()));
+            update.setString(3, transactionalId);
+            return update.executeUpdate() > 0;
+        }
+    }
+
+    /**
+     * Leaves a fence for {@code transactionalId}, through the connection of a {@link #withKeyHeld} action, committed
+     * with it: until a later {@link #withKeyHeld} of the id commits (an owner that initialized the id), every
+     * {@link #record} of the id is refused, so its transaction rolls back. A fleet's new owner leaves it when its
+     * initialization of the id failed in the client: the coordinator may still apply that initialization later and
+     * abort a transaction that a paused former owner would otherwise decide to commit in between. A decision row the
+     * id still has (one recovery found lost and reported) is replaced by the fence.
+     *
+     * @param connection the connection holding the id's key
+     * @param transactionalId the id to fence
+     * @throws SQLException if the fence cannot be written
+     */
+    void fence(Connection connection, String transactionalId) throws SQLException {
+        if (!markRow(connection, transactionalId, FENCE)) {
+            insertMarker(connection, transactionalId, FENCE, 30);
         }
     }
 
@@ -566,6 +641,9 @@ public final class DecisionLog {
             q.setString(1, pattern);
             try (ResultSet rs = q.executeQuery()) {
                 while (rs.next()) {
+                    if (rs.getLong(2) < 0) {
+                        continue; // a fence or a placeholder: no decision
+                    }
                     long start = rs.getLong(4);
                     if (rs.wasNull()) {
                         start = -1; // a row written before the column existed: legacy identity

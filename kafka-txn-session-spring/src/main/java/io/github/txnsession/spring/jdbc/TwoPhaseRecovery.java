@@ -272,6 +272,7 @@ public class TwoPhaseRecovery {
      */
     private @Nullable TransactionSession settleUnderKey(String transactionalId, Run run,
             java.util.function.@Nullable Supplier<TransactionSession> open) {
+        RuntimeException[] failedInit = new RuntimeException[1];
         TransactionSession session = this.decisionLog.withKeyHeld(this.dataSource, transactionalId, FLEET_LOCK_WAIT,
                 (con, decision) -> {
                     if (decision.isPresent()) {
@@ -291,9 +292,16 @@ public class TwoPhaseRecovery {
                     }
                     catch (RuntimeException initFailure) {
                         endOpenAfterFailedInit(transactionalId, initFailure);
-                        throw initFailure;
+                        // committed with the key's release: refuses a paused former owner's decision until an owner
+                        // has initialized the id (a late-landing initialization could abort a decided transaction)
+                        this.decisionLog.fence(con, transactionalId);
+                        failedInit[0] = initFailure;
+                        return null;
                     }
                 });
+        if (failedInit[0] != null) {
+            throw failedInit[0];
+        }
         if (run.failed.contains(transactionalId)) {
             throw new TransactionSessionException(transactionalId, "two-phase recovery could not settle it now; it "
                     + "is not used until it is settled (see the log)", null);
@@ -303,10 +311,11 @@ public class TwoPhaseRecovery {
 
     /**
      * An initialization that failed in the client may still be applied by the coordinator later, after the key is
-     * released, and abort a transaction a paused former owner has meanwhile decided to commit. So, still under the key
-     * (no decision row is committed for the id), the id's open transaction is ended now; a later-landing
-     * initialization then finds nothing left to abort. If that fails too, the coordinator is unreachable for this
-     * instance and the settlement is retried.
+     * released, and abort a transaction a paused former owner has meanwhile decided to commit. Two defences, both
+     * under the key: the id's open transaction is ended now (so that the log's lock does not pin read_committed readers
+     * until the retry; best effort), and the caller leaves a {@linkplain DecisionLog#fence fence} in the log, which
+     * refuses every decision of the id until an owner has initialized it: a paused former owner's database transaction
+     * then rolls back, whatever the coordinator does later. The settlement is retried.
      */
     private void endOpenAfterFailedInit(String transactionalId, RuntimeException initFailure) {
         try {

@@ -14,6 +14,7 @@ import org.junit.jupiter.api.extension.RegisterExtension;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * The decision log's writes on each database it has a one-statement insert-or-replace for (PostgreSQL, H2): a new
@@ -51,6 +52,43 @@ class DecisionLogTest {
                     + " (transactional_id VARCHAR(512) NOT NULL, producer_id BIGINT NOT NULL, "
                     + "producer_epoch SMALLINT NOT NULL, txn_start_ms BIGINT, decided_at TIMESTAMP NOT NULL)"));
             replacesAndClears(dataSource, new DecisionLog(table));
+        }
+    }
+
+    /**
+     * A fleet's fence (left under the key when a new owner's initialization failed) refuses every decision of its id,
+     * in the one-statement upsert of PostgreSQL and H2 alike, until a later hold of the key (the owner that
+     * initialized the id) commits; then decisions are written again.
+     */
+    @Test
+    void aFenceRefusesDecisionsUntilTheKeyIsHeldAgainOnPostgresqlAndH2() throws SQLException {
+        DataSource postgresql = new DriverManagerDataSource(postgres.jdbcUrl(), "postgres", "");
+        DataSource h2 = new DriverManagerDataSource("jdbc:h2:mem:" + EmbeddedKafkaCluster.uniqueName("fence")
+                + ";DB_CLOSE_DELAY=-1", "sa", "");
+        for (DataSource dataSource : List.of(postgresql, h2)) {
+            DecisionLog log = new DecisionLog();
+            log.createTableIfMissing(dataSource);
+            String prefix = EmbeddedKafkaCluster.uniqueName("fleet") + "-";
+            PreparedTransaction before = PreparedTransaction.of(11, (short) 1, 1_700_000_000_011L);
+            PreparedTransaction late = PreparedTransaction.of(11, (short) 2, 1_700_000_000_012L);
+            inTransaction(dataSource, true, con -> log.record(con, prefix + "0-0", before));
+            for (String id : List.of(prefix + "0-0", prefix + "0-1")) { // an id with a row, and one without
+                log.withKeyHeld(dataSource, id, java.time.Duration.ofSeconds(5), (con, decision) -> {
+                    log.fence(con, id);
+                    return null;
+                });
+                assertThat(log.find(dataSource, id)).as("a fence is no decision").isEmpty();
+                assertThatThrownBy(() -> inTransaction(dataSource, true, con -> log.record(con, id, late)))
+                    .isInstanceOf(SQLException.class).hasMessageContaining("fence");
+                assertThat(log.find(dataSource, id)).isEmpty();
+                log.withKeyHeld(dataSource, id, java.time.Duration.ofSeconds(5), (con, decision) -> {
+                    assertThat(decision).as("the fence is held as a placeholder").isEmpty();
+                    return null;
+                });
+                inTransaction(dataSource, true, con -> log.record(con, id, late));
+                assertThat(log.find(dataSource, id)).hasValueSatisfying(
+                        r -> assertThat(r.producerEpoch()).isEqualTo((short) 2));
+            }
         }
     }
 
