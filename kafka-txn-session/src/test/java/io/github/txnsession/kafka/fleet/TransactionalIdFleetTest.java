@@ -34,6 +34,7 @@ import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.EnabledIfSystemProperty;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -47,7 +48,7 @@ import static org.awaitility.Awaitility.await;
  * and no more transactional ids than slots; a paused instance (SIGSTOP) fenced by the new owner of its slots.
  *
  * <p>The default build runs one scaling run; {@code -Pfleet-full} runs {@code fleet.runs} (10) with random victims
- * and kill points.
+ * and kill points, and the paused-instance test ({@code fleet.zombie}).
  */
 class TransactionalIdFleetTest {
 
@@ -231,7 +232,9 @@ class TransactionalIdFleetTest {
         }
     }
 
+    /** In {@code -Pfleet-full} (22 s; keeps the default build's time down): SIGSTOP until the slots move, SIGCONT. */
     @Test
+    @EnabledIfSystemProperty(named = "fleet.zombie", matches = "true")
     void aPausedInstanceIsFencedByTheNewOwnerOfItsSlots() throws Exception {
         EmbeddedKafkaCluster cluster = kafka.cluster();
         String base = EmbeddedKafkaCluster.uniqueName("fleet-zombie");
