@@ -186,6 +186,10 @@ class FleetTwoPhaseTest {
                 .hasMessageContaining("fence");
         }
         assertThat(committedValues()).doesNotContain("d-1");
+        // settling without initializing (recovery, an operator's resolve) keeps the fence
+        recovery.recoverTransactionalId("f2pc-other-0");
+        assertThatThrownBy(() -> writeDecision("f2pc-other-0", PreparedTransaction.of(5, (short) 1, 1L)))
+            .hasMessageContaining("fence");
         // an owner that initializes the id lifts the fence
         recovery.settleAndOpen("f2pc-other-0", () -> {
             Map<String, Object> c = new java.util.HashMap<>(configs);
@@ -205,6 +209,30 @@ class FleetTwoPhaseTest {
             context.getBean(DecisionLog.class).record(con, id, prepared);
             con.commit();
         }
+    }
+
+    /**
+     * A decision set aside as in doubt (by any instance, before a restart too) is reported from the log for the
+     * fleet's ids ({@code prefix + slot + "-" + k}), until an operator deletes it.
+     */
+    @Test
+    void inDoubtDecisionsOfFleetIdsAreReportedFromTheLog() {
+        TwoPhaseRecovery recovery = context.getBean(TwoPhaseRecovery.class);
+        JdbcTemplate jdbc = context.getBean(JdbcTemplate.class);
+        jdbc.update("INSERT INTO kafka_txn_decision_log (transactional_id, producer_id, producer_epoch, txn_start_ms, "
+                + "decided_at) VALUES (?, 42, 3, 1700000000000, CURRENT_TIMESTAMP)", "f2pc-0-0#in-doubt-3-1700000000000");
+        jdbc.update("INSERT INTO kafka_txn_decision_log (transactional_id, producer_id, producer_epoch, txn_start_ms, "
+                + "decided_at) VALUES (?, 43, 3, 1700000000000, CURRENT_TIMESTAMP)", "other-0-0#in-doubt-3-1700000000000");
+        try {
+            recovery.recover();
+            assertThat(recovery.inDoubtTransactions()).extracting(t -> t.decision().transactionalId())
+                .containsExactly("f2pc-0-0#in-doubt-3-1700000000000");
+        }
+        finally {
+            jdbc.update("DELETE FROM kafka_txn_decision_log WHERE transactional_id LIKE '%#in-doubt-%'");
+        }
+        recovery.recover();
+        assertThat(recovery.inDoubtTransactions()).isEmpty();
     }
 
     @Test

@@ -34,7 +34,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * the broker, as after a crash (unlike {@code kill -9}, the embedded broker still flushes its log on the way down; the
  * test kit has no harder stop in-process). The input is
  * produced while the brokers bounce, so the processor works through all of them. Records:
- * {@code -Dtxnsession.bounce.records=N} at {@code -Dtxnsession.bounce.rate=R} a second (default 2,000 at 40, about 50 s;
+ * {@code -Dtxnsession.bounce.records=N} at {@code -Dtxnsession.bounce.rate=R} a second (default 1,200 at 40, about 30 s;
  * the {@code bounce-full} Maven profile runs 10,000 at 40, about 4 minutes).
  */
 class BrokerBounceTest {
@@ -49,7 +49,7 @@ class BrokerBounceTest {
 
     @Test
     void everyInputExactlyOnceWhileBrokersBounce() throws Exception {
-        int total = Integer.getInteger("txnsession.bounce.records", 2_000);
+        int total = Integer.getInteger("txnsession.bounce.records", 1_200);
         int rate = Integer.getInteger("txnsession.bounce.rate", 40);
         long seed = Long.getLong("txnsession.bounce.seed", System.nanoTime());
         Random random = new Random(seed);

@@ -449,8 +449,9 @@ public final class DecisionLog {
      * that another transaction writing a decision for the id waits, and one already writing it makes this wait until
      * it commits or rolls back). A fleet's new owner settles and initializes an id this way, so that a paused former
      * owner cannot commit a decision between the new owner's look at the log and its initialization (the former owner
-     * then confirms its Kafka transaction after writing its row, and finds it aborted). Needs a unique key on
-     * {@code transactional_id} (the shipped scripts' primary key).
+     * then confirms its Kafka transaction after writing its row, and finds it aborted). A {@linkplain #fence fence}
+     * is held as the id's row (locked), handed to the action as no decision, and stays unless the action lifts it.
+     * Needs a unique key on {@code transactional_id} (the shipped scripts' primary key).
      *
      * @param dataSource the database holding the log; one connection of its own, committed at the end
      * @param transactionalId the id whose key to hold
@@ -478,14 +479,13 @@ public final class DecisionLog {
                 }
                 Optional<DecisionRecord> row = selectForUpdate(con, transactionalId, seconds);
                 boolean placeholder = false;
-                if (row.isPresent() && row.get().producerId() < 0) {
-                    // a fence left by an earlier failed initialization: held as the placeholder, so that it is gone
-                    // once this settlement commits (unless the action fences the id again)
-                    markRow(con, transactionalId, PLACEHOLDER);
+                boolean fenced = row.isPresent() && row.get().producerId() < 0;
+                if (fenced) {
+                    // a fence left by an earlier failed initialization: no decision, and it stays (locked by this
+                    // transaction) unless the action lifts it, which only an owner that initialized the id may do
                     row = Optional.empty();
-                    placeholder = true;
                 }
-                if (row.isEmpty() && !placeholder) {
+                if (row.isEmpty() && !fenced) {
                     java.sql.Savepoint before = con.setSavepoint();
                     try {
                         insertPlaceholder(con, transactionalId, seconds);
@@ -496,10 +496,13 @@ public final class DecisionLog {
                         if (ex.getSQLState() == null || !ex.getSQLState().startsWith("23")) {
                             throw ex;
                         }
-                        // a decision committed while we looked: hold its row instead
+                        // a decision (or a fence) committed while we looked: hold its row instead
                         row = selectForUpdate(con, transactionalId, seconds);
                         if (row.isEmpty()) {
                             throw ex;
+                        }
+                        if (row.get().producerId() < 0) {
+                            row = Optional.empty(); // a fence: no decision, and it stays unless the action lifts it
                         }
                     }
                 }
@@ -591,19 +594,41 @@ public final class DecisionLog {
 
     /**
      * Leaves a fence for {@code transactionalId}, through the connection of a {@link #withKeyHeld} action, committed
-     * with it: until a later {@link #withKeyHeld} of the id commits (an owner that initialized the id), every
+     * with it: until {@link #liftFence} (called by an owner that initialized the id, under the key), every
      * {@link #record} of the id is refused, so its transaction rolls back. A fleet's new owner leaves it when its
      * initialization of the id failed in the client: the coordinator may still apply that initialization later and
      * abort a transaction that a paused former owner would otherwise decide to commit in between. A decision row the
-     * id still has (one recovery found lost and reported) is replaced by the fence.
+     * id still has (one recovery found lost) is first set aside ({@link #setAside(Connection, DecisionRecord)}), so
+     * that it stays for an operator even if reporting the loss fails.
      *
      * @param connection the connection holding the id's key
      * @param transactionalId the id to fence
+     * @param decision the id's decision row as the action found it, if it has one and it is still there
      * @throws SQLException if the fence cannot be written
      */
-    void fence(Connection connection, String transactionalId) throws SQLException {
+    void fence(Connection connection, String transactionalId, Optional<DecisionRecord> decision) throws SQLException {
+        if (decision.isPresent()) {
+            setAside(connection, decision.get());
+        }
         if (!markRow(connection, transactionalId, FENCE)) {
             insertMarker(connection, transactionalId, FENCE, 30);
+        }
+    }
+
+    /**
+     * Removes the fence of {@code transactionalId}, if it has one, through the connection of a {@link #withKeyHeld}
+     * action: only for an owner that has just initialized the id under the key (which aborted whatever a paused former
+     * owner had open, and supersedes an earlier initialization still in flight).
+     *
+     * @param connection the connection holding the id's key
+     * @param transactionalId the id whose fence to remove
+     * @throws SQLException if the fence cannot be deleted
+     */
+    void liftFence(Connection connection, String transactionalId) throws SQLException {
+        try (PreparedStatement delete = connection.prepareStatement("DELETE FROM " + this.table
+                + " WHERE transactional_id = ? AND producer_id = " + FENCE)) {
+            delete.setString(1, transactionalId);
+            delete.executeUpdate();
         }
     }
 
@@ -615,11 +640,25 @@ public final class DecisionLog {
      *         delete; not those of a longer prefix that starts with this one
      */
     public List<DecisionRecord> findSetAside(DataSource dataSource, String prefix) {
+        return findSetAside(dataSource, prefix, id -> {
+            String suffix = id.substring(prefix.length());
+            return !suffix.isEmpty() && suffix.chars().allMatch(Character::isDigit);
+        });
+    }
+
+    /**
+     * @param dataSource the database holding the log
+     * @param prefix the prefix every id of the pool starts with, taken literally
+     * @param isPoolId whether a transactional id (without the set-aside suffix) is one of the pool's: a fleet's ids
+     *        ({@code prefix + slot + "-" + k}), say
+     * @return the decisions of the pool's ids set aside by {@link #setAside}, for an operator to check and delete
+     */
+    public List<DecisionRecord> findSetAside(DataSource dataSource, String prefix,
+            java.util.function.Predicate<String> isPoolId) {
         List<DecisionRecord> records = new ArrayList<>();
         for (DecisionRecord r : select(dataSource, escape(prefix) + "%" + IN_DOUBT + "%")) {
-            String rest = r.transactionalId().substring(prefix.length());
-            int mark = rest.indexOf(IN_DOUBT);
-            if (mark > 0 && rest.substring(0, mark).chars().allMatch(Character::isDigit)) {
+            int mark = r.transactionalId().indexOf(IN_DOUBT, prefix.length());
+            if (mark > prefix.length() && isPoolId.test(r.transactionalId().substring(0, mark))) {
                 records.add(r);
             }
         }

@@ -164,8 +164,14 @@ public class TwoPhaseRecovery {
             return;
         }
         if (isFleet()) {
-            // a fleet settles each id when its slot arrives (settleAndOpen); the other ids belong to other instances
-            this.startupRunDone = true;
+            // a fleet settles each id when its slot arrives (settleAndOpen); the other ids belong to other instances.
+            // What earlier runs (of any instance) set aside as in doubt is reported from the log.
+            synchronized (this) {
+                if (!this.startupRunDone) {
+                    reloadInDoubt(List.of());
+                    this.startupRunDone = true;
+                }
+            }
             return;
         }
         synchronized (this) {
@@ -216,13 +222,7 @@ public class TwoPhaseRecovery {
             }
         }
         RecoveryReport report = finish(run);
-        // what stays in doubt is what the log holds set aside, from this run or earlier ones (also before a restart)
-        this.inDoubt.clear();
-        for (DecisionRecord aside : this.decisionLog.findSetAside(this.dataSource, this.prefix)) {
-            this.inDoubt.add(run.inDoubt.stream().filter(l -> aside.transactionalId().startsWith(l.transactionalId()
-                    + "#")).findFirst().orElse(new LostTransaction(aside, "the Kafka outcome of this decision is "
-                            + "unknown; check the data, then delete the row")));
-        }
+        reloadInDoubt(run.inDoubt);
         this.recovered = run.failed.isEmpty();
         if (this.pool != null) {
             // an id that could not be settled must not be initialized (that would abort a decided transaction)
@@ -252,9 +252,30 @@ public class TwoPhaseRecovery {
             }
         }
         RecoveryReport report = finish(run);
-        this.inDoubt.addAll(run.inDoubt); // kept until an operator clears them (other instances' ids included)
+        reloadInDoubt(run.inDoubt); // every fleet id's, whichever instance set the row aside
         this.recovered = run.failed.isEmpty();
         return report;
+    }
+
+    /**
+     * What stays in doubt is what the log holds set aside for this pool's ids (in a fleet: every id of every slot,
+     * whichever instance set the row aside), from this run or earlier ones, also before a restart.
+     *
+     * @param fromRun what this run found in doubt: its reasons are kept for the rows it set aside
+     */
+    private void reloadInDoubt(List<LostTransaction> fromRun) {
+        List<DecisionRecord> aside = isFleet()
+                ? this.decisionLog.findSetAside(this.dataSource, this.prefix,
+                        Set.copyOf(Objects.requireNonNull(this.pool).transactionalIds())::contains)
+                : this.decisionLog.findSetAside(this.dataSource, this.prefix);
+        List<LostTransaction> found = new ArrayList<>();
+        for (DecisionRecord row : aside) {
+            found.add(fromRun.stream().filter(l -> row.transactionalId().startsWith(l.transactionalId() + "#"))
+                .findFirst().orElse(new LostTransaction(row, "the Kafka outcome of this decision is unknown; check "
+                        + "the data, then delete the row")));
+        }
+        this.inDoubt.clear();
+        this.inDoubt.addAll(found);
     }
 
     /**
@@ -287,17 +308,36 @@ public class TwoPhaseRecovery {
                     if (open == null) {
                         return null;
                     }
+                    TransactionSession opened;
                     try {
-                        return open.get();
+                        opened = open.get();
                     }
                     catch (RuntimeException initFailure) {
                         endOpenAfterFailedInit(transactionalId, initFailure);
                         // committed with the key's release: refuses a paused former owner's decision until an owner
                         // has initialized the id (a late-landing initialization could abort a decided transaction)
-                        this.decisionLog.fence(con, transactionalId);
+                        try {
+                            // a lost decision's row still there is set aside first, so that it stays reported
+                            this.decisionLog.fence(con, transactionalId, run.lost.stream()
+                                .filter(l -> l.transactionalId().equals(transactionalId))
+                                .map(LostTransaction::decision).findFirst());
+                        }
+                        catch (java.sql.SQLException | RuntimeException fenceFailure) {
+                            fenceFailure.addSuppressed(initFailure);
+                            throw fenceFailure;
+                        }
                         failedInit[0] = initFailure;
                         return null;
                     }
+                    // initialized under the key: nothing the former owner left can commit any more
+                    try {
+                        this.decisionLog.liftFence(con, transactionalId);
+                    }
+                    catch (java.sql.SQLException | RuntimeException liftFailure) {
+                        opened.close(); // the settlement rolls back: the id must not be used
+                        throw liftFailure;
+                    }
+                    return opened;
                 });
         if (failedInit[0] != null) {
             throw failedInit[0];

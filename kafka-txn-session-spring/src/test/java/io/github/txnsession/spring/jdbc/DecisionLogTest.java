@@ -57,8 +57,9 @@ class DecisionLogTest {
 
     /**
      * A fleet's fence (left under the key when a new owner's initialization failed) refuses every decision of its id,
-     * in the one-statement upsert of PostgreSQL and H2 alike, until a later hold of the key (the owner that
-     * initialized the id) commits; then decisions are written again.
+     * in the one-statement upsert of PostgreSQL and H2 alike, also after a hold of the key that does not lift it, until
+     * the owner that initialized the id lifts it; then decisions are written again. A decision row the fence replaces
+     * is set aside first.
      */
     @Test
     void aFenceRefusesDecisionsUntilTheKeyIsHeldAgainOnPostgresqlAndH2() throws SQLException {
@@ -74,21 +75,32 @@ class DecisionLogTest {
             inTransaction(dataSource, true, con -> log.record(con, prefix + "0-0", before));
             for (String id : List.of(prefix + "0-0", prefix + "0-1")) { // an id with a row, and one without
                 log.withKeyHeld(dataSource, id, java.time.Duration.ofSeconds(5), (con, decision) -> {
-                    log.fence(con, id);
+                    log.fence(con, id, decision);
                     return null;
                 });
                 assertThat(log.find(dataSource, id)).as("a fence is no decision").isEmpty();
                 assertThatThrownBy(() -> inTransaction(dataSource, true, con -> log.record(con, id, late)))
                     .isInstanceOf(SQLException.class).hasMessageContaining("fence");
                 assertThat(log.find(dataSource, id)).isEmpty();
+                // a hold that does not initialize the id (recovery, an operator's resolve) keeps the fence
                 log.withKeyHeld(dataSource, id, java.time.Duration.ofSeconds(5), (con, decision) -> {
-                    assertThat(decision).as("the fence is held as a placeholder").isEmpty();
+                    assertThat(decision).as("a fence is no decision").isEmpty();
+                    return null;
+                });
+                assertThatThrownBy(() -> inTransaction(dataSource, true, con -> log.record(con, id, late)))
+                    .isInstanceOf(SQLException.class).hasMessageContaining("fence");
+                // the owner that initialized the id lifts it
+                log.withKeyHeld(dataSource, id, java.time.Duration.ofSeconds(5), (con, decision) -> {
+                    log.liftFence(con, id);
                     return null;
                 });
                 inTransaction(dataSource, true, con -> log.record(con, id, late));
                 assertThat(log.find(dataSource, id)).hasValueSatisfying(
                         r -> assertThat(r.producerEpoch()).isEqualTo((short) 2));
             }
+            // the row the fence replaced was set aside, so that it stays for an operator
+            assertThat(log.findSetAside(dataSource, prefix, x -> true)).extracting(DecisionRecord::transactionalId)
+                .singleElement().asString().startsWith(prefix + "0-0#in-doubt-1-");
         }
     }
 
