@@ -51,7 +51,7 @@ import static org.awaitility.Awaitility.await;
 /**
  * The unchanged order service run as replicas with identical configuration in fleet mode, with two-phase commit on
  * one PostgreSQL database and one Kafka broker, each replica a child JVM, orders placed over HTTP throughout: scale
- * 1 → 3, kill -9 one (random) → 2, stop one cleanly → 1. The victim dies by kill -9 at a random moment, or at a
+ * 1 → 3, kill -9 one (random) → 2 → 4 → 1 (clean stops). The victim dies by kill -9 at a random moment, or at a
  * chosen {@link CommitPhase} of a two-phase commit; the first run's victim dies after its database committed and before
  * Kafka did, so a survivor must commit that transaction from the decision log.
  *
@@ -161,11 +161,16 @@ class OrderServiceFleetTest {
                     TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killedAt));
             awaitMoreOrders(30);
 
-            // stop one cleanly: its slots move to the last one
-            Replica leaving = this.live.get(0);
-            this.live.remove(leaving);
-            leaving.jvm().send("stop");
-            leaving.jvm().awaitLine("replica-stopped", Duration.ofSeconds(90));
+            // scale up to 4 (one slot each), then down to 1: the leaving ones hand their slots over cleanly
+            all.add(startReplica());
+            all.add(startReplica());
+            awaitMoreOrders(30);
+            while (this.live.size() > 1) {
+                Replica leaving = this.live.get(0);
+                this.live.remove(leaving);
+                leaving.jvm().send("stop");
+                leaving.jvm().awaitLine("replica-stopped", Duration.ofSeconds(90));
+            }
             awaitMoreOrders(30);
         }
         finally {
