@@ -212,6 +212,31 @@ class FleetTwoPhaseTest {
     }
 
     /**
+     * A stale fence on an id this instance owns and lends (left by a paused instance that lost the slot without
+     * noticing): the refused decision rolls the transaction back, and the slot is settled again through the fleet,
+     * which initializes the id and lifts the fence, so the application goes on.
+     */
+    @Test
+    void aStaleFenceOnALentIdIsLiftedByTheFleetsResettlement() throws Exception {
+        assertThat(context.getBean(TransactionSessionPool.class).ownedFleetTransactionalIds()).contains("f2pc-0-0");
+        DecisionLog log = context.getBean(DecisionLog.class);
+        javax.sql.DataSource dataSource = context.getBean(javax.sql.DataSource.class);
+        // as a paused instance's failed initialization would leave it (package-private in the library: SQL here)
+        context.getBean(JdbcTemplate.class).update("INSERT INTO kafka_txn_decision_log (transactional_id, producer_id, "
+                + "producer_epoch, txn_start_ms, decided_at) VALUES ('f2pc-0-0', -2, -1, NULL, CURRENT_TIMESTAMP)");
+        assertThatThrownBy(() -> order("e-1")).hasStackTraceContaining("fence");
+        assertThat(rows("e-1")).as("the database rolled back").isZero();
+        await().atMost(Duration.ofSeconds(60)).untilAsserted(() -> {
+            order("e-2");
+            assertThat(committedValues()).contains("e-2");
+        });
+        assertThat(log.find(dataSource, "f2pc-0-0")).isEmpty();
+        assertThat(context.getBean(JdbcTemplate.class).queryForObject("SELECT COUNT(*) FROM kafka_txn_decision_log "
+                + "WHERE transactional_id = 'f2pc-0-0'", Integer.class)).as("the fence is gone").isZero();
+        assertThat(committedValues()).doesNotContain("e-1");
+    }
+
+    /**
      * A decision set aside as in doubt (by any instance, before a restart too) is reported from the log for the
      * fleet's ids ({@code prefix + slot + "-" + k}), until an operator deletes it.
      */

@@ -14,6 +14,7 @@ import java.util.Random;
 import java.util.concurrent.TimeUnit;
 
 import io.github.txnsession.kafka.test.HangingTransactions;
+import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import org.apache.kafka.clients.admin.Admin;
@@ -159,6 +160,10 @@ class ListenerBrokerBounceTest {
             if (jdbcUrl != null) {
                 // each decision row is cleared after its Kafka commit, off the caller's path
                 await().atMost(Duration.ofSeconds(60)).until(() -> count(jdbcUrl, "kafka_txn_decision_log") == 0);
+                // two-phase commit ran (its recovery exists), and nothing was lost or left in doubt
+                TwoPhaseRecovery recovery = context.getBean(TwoPhaseRecovery.class);
+                assertThat(recovery.lostTransactions()).isEmpty();
+                assertThat(recovery.inDoubtTransactions()).isEmpty();
             }
         }
         finally {

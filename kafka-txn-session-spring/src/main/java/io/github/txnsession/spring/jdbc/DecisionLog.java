@@ -152,6 +152,7 @@ public final class DecisionLog {
      * @param transactionalId the transactional id of the session whose transaction was prepared
      * @param prepared the prepared transaction to commit; not an empty one
      * @throws IllegalArgumentException for an empty transaction: it needs no decision (nothing to complete)
+     * @throws DecisionFencedException if the id's row is a fleet's {@linkplain #fence fence}; roll back
      * @throws SQLException if the row cannot be written; the caller's transaction should then roll back
      */
     public void record(Connection connection, String transactionalId, PreparedTransaction prepared)
@@ -196,10 +197,11 @@ public final class DecisionLog {
         }
     }
 
-    private SQLException fenced(String transactionalId, @Nullable SQLException cause) {
-        return new SQLException("The decision of '" + transactionalId + "' was refused: a fleet's new owner of the id "
-                + "is settling it (its row in " + this.table + " is a fence until the owner has initialized the id), "
-                + "so this instance no longer owns it and its transaction must roll back", "40001", cause);
+    private DecisionFencedException fenced(String transactionalId, @Nullable SQLException cause) {
+        return new DecisionFencedException("The decision of '" + transactionalId + "' was refused: its row in "
+                + this.table + " is a fleet's fence (an owner's initialization of the id failed, and no owner has "
+                + "initialized it since), so the transaction rolls back; the id is settled again through the fleet",
+                cause);
     }
 
     /**
@@ -418,7 +420,7 @@ public final class DecisionLog {
      * @throws SQLException if the row cannot be updated
      */
     public void setAside(Connection connection, DecisionRecord record) throws SQLException {
-        String parked = record.transactionalId() + IN_DOUBT + record.producerEpoch() + "-" + record.txnStartMs();
+        String parked = parkedId(record);
         try (PreparedStatement update = connection.prepareStatement("UPDATE " + this.table + " SET transactional_id "
                 + "= ? WHERE transactional_id = ? AND producer_id = ? AND producer_epoch = ?")) {
             update.setString(1, parked);
@@ -427,6 +429,24 @@ public final class DecisionLog {
             update.setShort(4, record.producerEpoch());
             update.executeUpdate();
         }
+    }
+
+    /**
+     * Deletes the copy of {@code record} that {@link #setAside(Connection, DecisionRecord)} made, if there is one, in its
+     * own transaction: once the application has been told about a lost transaction, neither row is needed.
+     *
+     * @param dataSource the database holding the log
+     * @param record the row as it was before it was set aside
+     * @return whether a set-aside row was deleted
+     * @throws DecisionLogException if the database cannot be reached or the row cannot be deleted
+     */
+    public boolean clearSetAside(DataSource dataSource, DecisionRecord record) {
+        return clear(dataSource, new DecisionRecord(parkedId(record), record.producerId(), record.producerEpoch(),
+                record.txnStartMs(), record.decidedAt()));
+    }
+
+    private static String parkedId(DecisionRecord record) {
+        return record.transactionalId() + IN_DOUBT + record.producerEpoch() + "-" + record.txnStartMs();
     }
 
     /** What runs while {@link #withKeyHeld} holds a transactional id's key. */
@@ -535,8 +555,13 @@ public final class DecisionLog {
                 throw ex;
             }
             finally {
-                con.setAutoCommit(auto);
-                con.setTransactionIsolation(isolation);
+                try {
+                    con.setAutoCommit(auto);
+                    con.setTransactionIsolation(isolation);
+                }
+                catch (SQLException restoreFailure) {
+                    // the connection is closed next (a pool resets or discards it); what the action returned stands
+                }
             }
         }
         catch (SQLException ex) {

@@ -208,6 +208,9 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
         }
         catch (SQLException | RuntimeException ex) {
             rollBackBoth(con, session, ex);
+            if (ex instanceof DecisionFencedException && this.recovery != null) {
+                this.recovery.decisionFenced(id);
+            }
             throw new TransactionSystemException("Writing (or, in a fleet, confirming) the decision of session '" + id
                     + "' to " + this.decisionLog.table() + " failed; both transactions were rolled back: " + ex, ex);
         }

@@ -65,6 +65,9 @@ public class JdbcTwoPhaseDecision implements TwoPhaseDecision {
             this.decisionLog.record(con, transactionalId, prepared);
         }
         catch (SQLException ex) {
+            if (ex instanceof DecisionFencedException) {
+                this.recovery.decisionFenced(transactionalId);
+            }
             throw new DecisionLogException("Writing the decision of session '" + transactionalId + "' to "
                     + this.decisionLog.table() + " failed; the transaction rolls back", ex);
         }

@@ -61,7 +61,8 @@ public class TwoPhaseRecovery {
     private final Map<String, Object> clientConfigs;
     private final @Nullable LostTransactionHandler lostHandler;
     private final List<LostTransaction> lost = new CopyOnWriteArrayList<>();
-    private final List<LostTransaction> inDoubt = new CopyOnWriteArrayList<>();
+    /** replaced as a whole (readers never see it half rebuilt); appended to under {@code this} */
+    private volatile List<LostTransaction> inDoubt = List.of();
     private final AtomicLong committedCount = new AtomicLong();
     private final AtomicLong alreadyCommittedCount = new AtomicLong();
     private final AtomicLong abortedCount = new AtomicLong();
@@ -168,7 +169,14 @@ public class TwoPhaseRecovery {
             // What earlier runs (of any instance) set aside as in doubt is reported from the log.
             synchronized (this) {
                 if (!this.startupRunDone) {
-                    reloadInDoubt(List.of());
+                    try {
+                        reloadInDoubt(List.of());
+                    }
+                    catch (DecisionLogException ex) {
+                        // reporting only: the next recovery run reads the log again
+                        log.warn("Could not read the in-doubt decisions of prefix '{}' at start: {}", this.prefix,
+                                ex.toString());
+                    }
                     this.startupRunDone = true;
                 }
             }
@@ -274,8 +282,34 @@ public class TwoPhaseRecovery {
                 .findFirst().orElse(new LostTransaction(row, "the Kafka outcome of this decision is unknown; check "
                         + "the data, then delete the row")));
         }
-        this.inDoubt.clear();
-        this.inDoubt.addAll(found);
+        // one this run could not set aside (its row is still under the id) stays reported too
+        fromRun.stream().filter(l -> aside.stream().noneMatch(r -> r.transactionalId().startsWith(
+                l.transactionalId() + "#"))).forEach(found::add);
+        this.inDoubt = List.copyOf(found);
+    }
+
+    private synchronized void addInDoubt(List<LostTransaction> more) {
+        if (!more.isEmpty()) {
+            List<LostTransaction> all = new ArrayList<>(this.inDoubt);
+            all.addAll(more);
+            this.inDoubt = List.copyOf(all);
+        }
+    }
+
+    /**
+     * A decision of {@code transactionalId} was refused by a fleet's fence ({@link DecisionFencedException}): the
+     * session of the id must not be used again as it is. In a fleet, the id is marked in doubt, so that the pool stops
+     * lending its session and the fleet settles the slot again (after confirming that this instance still owns it),
+     * which initializes the id and lifts the fence. Outside a fleet there are no fences; nothing is done.
+     *
+     * @param transactionalId the id whose decision was refused
+     */
+    public void decisionFenced(String transactionalId) {
+        TransactionSessionPool p = this.pool;
+        if (p != null && p.isFleet()) {
+            log.warn("The decision of '{}' was refused by a fleet fence; its slot is settled again", transactionalId);
+            p.markInDoubt(transactionalId);
+        }
     }
 
     /**
@@ -392,7 +426,7 @@ public class TwoPhaseRecovery {
         }
         finally {
             finish(run);
-            this.inDoubt.addAll(run.inDoubt);
+            addInDoubt(run.inDoubt);
         }
         return session;
     }
@@ -443,7 +477,7 @@ public class TwoPhaseRecovery {
                 settleUnderKey(transactionalId, run, null);
             }
             finally {
-                this.inDoubt.addAll(run.inDoubt);
+                addInDoubt(run.inDoubt);
                 report = finish(run);
             }
             return report;
@@ -458,7 +492,7 @@ public class TwoPhaseRecovery {
             rows.forEach(row -> settle(row, run));
         }
         RecoveryReport report = finish(run);
-        this.inDoubt.addAll(run.inDoubt);
+        addInDoubt(run.inDoubt);
         if (!run.failed.isEmpty()) {
             throw new TransactionSessionException(transactionalId, "two-phase recovery could not settle it now; "
                     + "it is not reused until it is settled (see the log)", null);
@@ -631,12 +665,19 @@ public class TwoPhaseRecovery {
         }
         this.lost.addAll(lostNow);
         if (this.lostHandler == null) {
-            lostNow.forEach(l -> this.decisionLog.clear(this.dataSource, l.decision()));
+            lostNow.forEach(l -> {
+                this.decisionLog.clear(this.dataSource, l.decision());
+                this.decisionLog.clearSetAside(this.dataSource, l.decision());
+            });
             return;
         }
         try {
             this.lostHandler.onLost(List.copyOf(lostNow));
-            lostNow.forEach(l -> this.decisionLog.clear(this.dataSource, l.decision()));
+            lostNow.forEach(l -> {
+                this.decisionLog.clear(this.dataSource, l.decision());
+                // a fleet's fence may have set the row aside meanwhile: told once, kept nowhere
+                this.decisionLog.clearSetAside(this.dataSource, l.decision());
+            });
         }
         catch (RuntimeException ex) {
             log.error("The lost-transaction handler failed; the decision rows stay and are reported again", ex);
@@ -655,7 +696,7 @@ public class TwoPhaseRecovery {
      *         them (delete the row once the data is checked) and recovery runs again
      */
     public List<LostTransaction> inDoubtTransactions() {
-        return List.copyOf(this.inDoubt);
+        return this.inDoubt;
     }
 
     /** Forgets the lost transactions reported so far, once the application has compensated them. */

@@ -298,16 +298,45 @@ public final class TransactionalIdFleet implements AutoCloseable {
         }
     }
 
+    /**
+     * Settles again the slots whose settlement failed, once their back-off passed, and only after a commit of their
+     * partitions proved this instance still owns them (as {@link #requestSettlement} does): a member that lost the slot
+     * without noticing yet (its link to the group coordinator broken, say) must not initialize, or fence, ids that the
+     * new owner uses.
+     */
     private void retryUnsettled() {
         if (this.unsettled.isEmpty()) {
             return;
         }
         long now = System.nanoTime();
-        for (Integer s : new ArrayList<>(this.unsettled.keySet())) {
+        List<Integer> due = new ArrayList<>();
+        for (Map.Entry<Integer, Long> e : this.unsettled.entrySet()) {
+            if (now - e.getValue() >= 0) {
+                due.add(e.getKey());
+            }
+        }
+        if (due.isEmpty() || this.closing) {
+            return;
+        }
+        Map<TopicPartition, OffsetAndMetadata> proof = new HashMap<>();
+        for (int s : due) {
+            proof.put(new TopicPartition(this.slotsTopic, s), new OffsetAndMetadata(0));
+        }
+        try {
+            this.consumer.commitSync(proof, Duration.ofSeconds(5));
+        }
+        catch (RuntimeException ex) {
+            long next = System.nanoTime() + this.retryBackoff.toNanos();
+            due.forEach(s -> this.unsettled.put(s, next));
+            log.info("Fleet '{}': could not confirm the ownership of unsettled slots {} ({}); trying again in {} ms",
+                    this.groupId, due, ex.toString(), this.retryBackoff.toMillis());
+            return;
+        }
+        for (Integer s : due) {
             if (this.closing) {
                 return;
             }
-            if (now - this.unsettled.get(s) >= 0) {
+            if (this.unsettled.containsKey(s)) {
                 settle(s);
             }
         }

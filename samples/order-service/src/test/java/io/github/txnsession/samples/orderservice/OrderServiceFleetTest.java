@@ -78,6 +78,8 @@ class OrderServiceFleetTest {
     private final List<Replica> live = new CopyOnWriteArrayList<>();
     private final Set<String> acknowledged = ConcurrentHashMap.newKeySet();
     private final AtomicInteger failedRequests = new AtomicInteger();
+    /** every child JVM of the current run, closed at its end whatever happened */
+    private final List<ChildJvm> started = new CopyOnWriteArrayList<>();
 
     record Replica(ChildJvm jvm, int port) {
     }
@@ -126,6 +128,17 @@ class OrderServiceFleetTest {
      * @return whether a survivor's recovery committed a transaction from the decision log
      */
     private boolean scaleKillAndCheck(@Nullable CommitPhase crashAt) throws Exception {
+        try {
+            return scaleKillAndCheckReplicas(crashAt);
+        }
+        finally {
+            // whatever failed: no replica outlives the run
+            this.started.forEach(ChildJvm::close);
+            this.started.clear();
+        }
+    }
+
+    private boolean scaleKillAndCheckReplicas(@Nullable CommitPhase crashAt) throws Exception {
         List<Replica> all = new ArrayList<>();
         ExecutorService load = Executors.newFixedThreadPool(4);
         AtomicBoolean running = new AtomicBoolean(true);
@@ -176,8 +189,8 @@ class OrderServiceFleetTest {
         finally {
             running.set(false);
             load.shutdown();
-            assertThat(load.awaitTermination(60, TimeUnit.SECONDS)).isTrue();
         }
+        assertThat(load.awaitTermination(60, TimeUnit.SECONDS)).as("the load stopped").isTrue();
         Replica last = this.live.get(0);
         try {
             // every decision row settled (completed by its writer or, for the killed replica, by the slot's new owner),
@@ -199,7 +212,9 @@ class OrderServiceFleetTest {
                 Set<String> ids = admin.listTransactions().all().get(30, TimeUnit.SECONDS).stream()
                     .map(TransactionListing::transactionalId).filter(id -> id.startsWith(PREFIX))
                     .collect(Collectors.toSet());
-                assertThat(ids).as("ids used, whatever the scaling").hasSizeLessThanOrEqualTo(SLOTS * SESSIONS_PER_SLOT);
+                assertThat(ids).as("ids used, whatever the scaling: fleet ids only").isNotEmpty()
+                    .allMatch(id -> id.matches(java.util.regex.Pattern.quote(PREFIX) + "\\d+-\\d+"))
+                    .hasSizeLessThanOrEqualTo(SLOTS * SESSIONS_PER_SLOT);
             }
             System.out.printf("fleet-2pc: %d orders acknowledged, %d rows = %d events, %d requests failed "
                     + "(replica killed or rebalancing)%n", this.acknowledged.size(), rows.size(), events.size(),
@@ -227,6 +242,7 @@ class OrderServiceFleetTest {
                 "--kafka.txn-session.fleet.enabled=true", "--kafka.txn-session.fleet.slots=" + SLOTS,
                 "--kafka.txn-session.fleet.sessions-per-slot=" + SESSIONS_PER_SLOT,
                 "--kafka.txn-session.fleet.session-timeout=6s", "--spring.main.banner-mode=off");
+        this.started.add(jvm);
         int port = Integer.parseInt(jvm.awaitValue("replica-port", Duration.ofSeconds(120)));
         Replica replica = new Replica(jvm, port);
         // health is OUT_OF_SERVICE (503) until the replica owns a slot: only then does it take orders
