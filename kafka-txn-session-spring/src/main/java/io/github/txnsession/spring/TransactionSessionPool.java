@@ -685,6 +685,14 @@ public final class TransactionSessionPool implements AutoCloseable {
                         ex.toString());
             }
         }
+        if (slot.fleetSlot >= 0 && slot.inDoubt && session.state() == SessionState.READY) {
+            // marked while lent (a decision refused by a fleet fence, say): not lent again as it is; the fleet
+            // settles the id again once it confirmed this instance still owns the slot
+            log.info("Transaction session '{}' was marked in doubt while in use; its fleet slot is settled again",
+                    session.transactionalId());
+            giveBackInDoubt(slot, session);
+            return;
+        }
         if (session.state() != SessionState.READY) {
             log.warn("Transaction session '{}' is {} after use; closing it, its slot starts a new session "
                     + (slot.fleetSlot >= 0 ? "once the fleet confirmed this instance still owns it" : "on next use")
