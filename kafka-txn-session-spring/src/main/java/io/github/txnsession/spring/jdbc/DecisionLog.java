@@ -445,7 +445,8 @@ public final class DecisionLog {
                 record.txnStartMs(), record.decidedAt()));
     }
 
-    private static String parkedId(DecisionRecord record) {
+    /** @return the transactional id {@link #setAside} gives the row of {@code record} */
+    static String parkedId(DecisionRecord record) {
         return record.transactionalId() + IN_DOUBT + record.producerEpoch() + "-" + record.txnStartMs();
     }
 

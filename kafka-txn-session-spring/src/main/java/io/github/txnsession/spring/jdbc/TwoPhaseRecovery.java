@@ -173,7 +173,7 @@ public class TwoPhaseRecovery {
                         reloadInDoubt(List.of());
                     }
                     catch (DecisionLogException ex) {
-                        // reporting only: the next recovery run reads the log again
+                        // reporting only: read again by the next recovery run (the recovery endpoint, a restart)
                         log.warn("Could not read the in-doubt decisions of prefix '{}' at start: {}", this.prefix,
                                 ex.toString());
                     }
@@ -278,13 +278,13 @@ public class TwoPhaseRecovery {
                 : this.decisionLog.findSetAside(this.dataSource, this.prefix);
         List<LostTransaction> found = new ArrayList<>();
         for (DecisionRecord row : aside) {
-            found.add(fromRun.stream().filter(l -> row.transactionalId().startsWith(l.transactionalId() + "#"))
+            found.add(fromRun.stream().filter(l -> row.transactionalId().equals(DecisionLog.parkedId(l.decision())))
                 .findFirst().orElse(new LostTransaction(row, "the Kafka outcome of this decision is unknown; check "
                         + "the data, then delete the row")));
         }
         // one this run could not set aside (its row is still under the id) stays reported too
-        fromRun.stream().filter(l -> aside.stream().noneMatch(r -> r.transactionalId().startsWith(
-                l.transactionalId() + "#"))).forEach(found::add);
+        fromRun.stream().filter(l -> aside.stream().noneMatch(r -> r.transactionalId().equals(
+                DecisionLog.parkedId(l.decision())))).forEach(found::add);
         this.inDoubt = List.copyOf(found);
     }
 
@@ -665,22 +665,31 @@ public class TwoPhaseRecovery {
         }
         this.lost.addAll(lostNow);
         if (this.lostHandler == null) {
-            lostNow.forEach(l -> {
-                this.decisionLog.clear(this.dataSource, l.decision());
-                this.decisionLog.clearSetAside(this.dataSource, l.decision());
-            });
+            lostNow.forEach(this::clearReported);
             return;
         }
         try {
             this.lostHandler.onLost(List.copyOf(lostNow));
-            lostNow.forEach(l -> {
-                this.decisionLog.clear(this.dataSource, l.decision());
-                // a fleet's fence may have set the row aside meanwhile: told once, kept nowhere
-                this.decisionLog.clearSetAside(this.dataSource, l.decision());
-            });
         }
         catch (RuntimeException ex) {
             log.error("The lost-transaction handler failed; the decision rows stay and are reported again", ex);
+            return;
+        }
+        lostNow.forEach(this::clearReported);
+    }
+
+    /**
+     * Deletes the row of a lost transaction the application has been told about, and the copy a fleet's fence may
+     * have set aside (told once, kept nowhere). A failure only leaves the row, reported again by the next run.
+     */
+    private void clearReported(LostTransaction l) {
+        try {
+            this.decisionLog.clear(this.dataSource, l.decision());
+            this.decisionLog.clearSetAside(this.dataSource, l.decision());
+        }
+        catch (RuntimeException ex) {
+            log.warn("Could not clear the reported lost decision of '{}' ({}); it is reported again", l.transactionalId(),
+                    ex.toString());
         }
     }
 

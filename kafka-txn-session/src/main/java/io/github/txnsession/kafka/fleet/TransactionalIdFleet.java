@@ -315,30 +315,34 @@ public final class TransactionalIdFleet implements AutoCloseable {
                 due.add(e.getKey());
             }
         }
-        if (due.isEmpty() || this.closing) {
-            return;
-        }
-        Map<TopicPartition, OffsetAndMetadata> proof = new HashMap<>();
-        for (int s : due) {
-            proof.put(new TopicPartition(this.slotsTopic, s), new OffsetAndMetadata(0));
-        }
-        try {
-            this.consumer.commitSync(proof, Duration.ofSeconds(5));
-        }
-        catch (RuntimeException ex) {
-            long next = System.nanoTime() + this.retryBackoff.toNanos();
-            due.forEach(s -> this.unsettled.put(s, next));
-            log.info("Fleet '{}': could not confirm the ownership of unsettled slots {} ({}); trying again in {} ms",
-                    this.groupId, due, ex.toString(), this.retryBackoff.toMillis());
-            return;
-        }
         for (Integer s : due) {
             if (this.closing) {
                 return;
             }
-            if (this.unsettled.containsKey(s)) {
+            // proved right before each slot's settlement: a settlement that blocks must not stand in for the next
+            if (this.unsettled.containsKey(s) && provesOwnership(s)) {
                 settle(s);
             }
+            else if (this.unsettled.containsKey(s)) {
+                this.unsettled.put(s, System.nanoTime() + this.retryBackoff.toNanos());
+            }
+        }
+    }
+
+    /**
+     * @return whether a commit of the slot's partition to the group coordinator succeeded, which it does only for a
+     *         member of the group's current generation
+     */
+    private boolean provesOwnership(int slot) {
+        try {
+            this.consumer.commitSync(Map.of(new TopicPartition(this.slotsTopic, slot), new OffsetAndMetadata(0)),
+                    Duration.ofSeconds(5));
+            return true;
+        }
+        catch (RuntimeException ex) {
+            log.info("Fleet '{}': could not confirm the ownership of slot {} ({}); trying again in {} ms",
+                    this.groupId, slot, ex.toString(), this.retryBackoff.toMillis());
+            return false;
         }
     }
 
@@ -409,25 +413,21 @@ public final class TransactionalIdFleet implements AutoCloseable {
         if (this.resettle.isEmpty() || this.closing || System.nanoTime() - this.nextResettle < 0) {
             return;
         }
-        Map<TopicPartition, OffsetAndMetadata> proof = new HashMap<>();
-        for (int s : this.resettle) {
-            proof.put(new TopicPartition(this.slotsTopic, s), new OffsetAndMetadata(0));
-        }
-        try {
-            // the coordinator accepts it only from a member of the current generation that owns the partitions
-            this.consumer.commitSync(proof, Duration.ofSeconds(5));
-        }
-        catch (RuntimeException ex) {
-            this.nextResettle = System.nanoTime() + this.retryBackoff.toNanos();
-            log.info("Fleet '{}': could not confirm the ownership of slots {} ({}); trying again in {} ms",
-                    this.groupId, this.resettle, ex.toString(), this.retryBackoff.toMillis());
-            return;
-        }
         for (Integer s : new ArrayList<>(this.resettle)) {
-            this.resettle.remove(s);
+            if (this.closing) {
+                return;
+            }
             if (!this.settled.contains(s)) {
+                this.resettle.remove(s);
                 continue;
             }
+            // the coordinator accepts the commit only from a member of the current generation; proved right before
+            // each slot, so that a settlement that blocked does not stand in for the next one
+            if (!provesOwnership(s)) {
+                this.nextResettle = System.nanoTime() + this.retryBackoff.toNanos();
+                return;
+            }
+            this.resettle.remove(s);
             try {
                 this.listener.slotAssigned(slot(s));
                 log.info("Fleet '{}': settled slot {} again (ownership confirmed)", this.groupId, s);
