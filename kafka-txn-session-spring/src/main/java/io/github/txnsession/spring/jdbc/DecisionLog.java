@@ -441,6 +441,7 @@ public final class DecisionLog {
      * @throws DecisionLogException if the database cannot be reached or the row cannot be deleted
      */
     public boolean clearSetAside(DataSource dataSource, DecisionRecord record) {
+        Objects.requireNonNull(record, "record: the decision row as it was before it was set aside");
         return clear(dataSource, new DecisionRecord(parkedId(record), record.producerId(), record.producerEpoch(),
                 record.txnStartMs(), record.decidedAt()));
     }
@@ -681,6 +682,8 @@ public final class DecisionLog {
      */
     public List<DecisionRecord> findSetAside(DataSource dataSource, String prefix,
             java.util.function.Predicate<String> isPoolId) {
+        Objects.requireNonNull(prefix, "prefix: the pool's transactional id prefix");
+        Objects.requireNonNull(isPoolId, "isPoolId: which ids are the pool's (a fleet's: prefix + slot + \"-\" + k)");
         List<DecisionRecord> records = new ArrayList<>();
         for (DecisionRecord r : select(dataSource, escape(prefix) + "%" + IN_DOUBT + "%")) {
             int mark = r.transactionalId().indexOf(IN_DOUBT, prefix.length());

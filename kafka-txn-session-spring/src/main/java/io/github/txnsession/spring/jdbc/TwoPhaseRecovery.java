@@ -305,6 +305,7 @@ public class TwoPhaseRecovery {
      * @param transactionalId the id whose decision was refused
      */
     public void decisionFenced(String transactionalId) {
+        Objects.requireNonNull(transactionalId, "transactionalId: the id whose decision the fence refused");
         TransactionSessionPool p = this.pool;
         if (p != null && p.isFleet()) {
             log.warn("The decision of '{}' was refused by a fleet fence; its slot is settled again", transactionalId);
