@@ -11,7 +11,12 @@ public enum CommitPhase {
 
     /** About to prepare the Kafka transaction. A crash here: both sides roll back. */
     BEFORE_PREPARE,
-    /** Kafka transaction prepared (flushed, offsets added). A crash here: both roll back (recovery aborts Kafka). */
+    /**
+     * Kafka transaction prepared (flushed, offsets added). A crash here: both roll back (recovery aborts Kafka). When an
+     * enlisted session writes its decision while the prepare runs (transaction version 2, see
+     * {@link io.github.txnsession.kafka.TransactionSession#expectedPreparedTransaction()}), the row is already written,
+     * uncommitted, when this is told.
+     */
     AFTER_PREPARE,
     /** Decision row written in the database transaction, not committed. A crash here: both roll back. */
     AFTER_LOG_INSERT,

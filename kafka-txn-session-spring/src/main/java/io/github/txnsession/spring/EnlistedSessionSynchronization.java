@@ -32,7 +32,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * ---------------------  ------------------------------------------------------------------------------------
  * beforeCommit           a send that passed the transaction's deadline fails the commit (the database rolls back);
  *                        prepare (flush, offsets, check every send); two-phase: write the decision through the
- *                        transaction's own connection. A failure here rolls the database back too.
+ *                        transaction's own connection (with transaction version 2 while the prepare runs, see
+ *                        DecisionAlongsidePrepare). A failure here rolls the database back too.
  * (database commits)
  * afterCommit            complete (commit); two-phase: a failure is settled from the decision at once, then the
  *                        decision is cleared in the background (the session returns to the pool after that); with
@@ -56,6 +57,8 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     private final Executor clearExecutor;
     private final boolean completeInBackground;
     private @Nullable PreparedTransaction prepared;
+    /** the prepared transaction as the two-phase decision names it (without the start time when written ahead) */
+    private @Nullable PreparedTransaction recorded;
     /** the decision row being cleared after the Kafka commit; the session goes back to the pool when it is done */
     private @Nullable CompletableFuture<Boolean> clearing;
     private @Nullable List<@Nullable Object> suspended;
@@ -179,12 +182,33 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
                     + "transaction rolls back", new TransactionTimedOutException("deadline passed"));
         }
         phase(CommitPhase.BEFORE_PREPARE, session);
-        PreparedTransaction p = session.prepareTransaction();
-        this.prepared = p;
-        phase(CommitPhase.AFTER_PREPARE, session);
-        if (this.twoPhase != null && !p.isEmpty()) {
-            this.twoPhase.record(session.transactionalId(), p);
-            if (this.twoPhase.confirmOpenAfterRecord()) {
+        TwoPhaseDecision decision = this.twoPhase;
+        // serial where the overlap would change what happens between the two: consumers bound to the session add
+        // their offsets in the prepare (they stay on this thread); a fleet checks its ownership right after the row
+        // write, and a new owner may settle the id between the prepare and the write
+        PreparedTransaction expected = decision == null || this.holder.hasBoundConsumers()
+                || decision.confirmOpenAfterRecord() ? null : session.expectedPreparedTransaction().orElse(null);
+        PreparedTransaction p;
+        if (decision != null && expected != null) {
+            // transaction version 2: the decision is written while the Kafka side is confirmed (see the class)
+            DecisionAlongsidePrepare.Prepared both = DecisionAlongsidePrepare.prepare(session, decision, expected,
+                    this.clearExecutor);
+            p = both.confirmed();
+            this.prepared = p;
+            this.recorded = both.recorded();
+            phase(CommitPhase.AFTER_PREPARE, session);
+        }
+        else {
+            p = session.prepareTransaction();
+            this.prepared = p;
+            phase(CommitPhase.AFTER_PREPARE, session);
+            if (decision != null && !p.isEmpty()) {
+                decision.record(session.transactionalId(), p);
+                this.recorded = p;
+            }
+        }
+        if (decision != null && !p.isEmpty()) {
+            if (decision.confirmOpenAfterRecord()) {
                 // fleet: the row's key is held now; if a new owner settled the id before, this finds the transaction
                 // aborted or fenced and throws, and the database rolls the row back
                 session.heartbeat();
@@ -475,7 +499,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
      * @return true if nothing is left to do (completed, or left prepared); false to abort
      */
     private boolean decisionCommittedAnyway(TransactionSession session) {
-        PreparedTransaction p = this.prepared;
+        PreparedTransaction p = this.recorded;
         TwoPhaseDecision decision = this.twoPhase;
         if (p == null || decision == null) {
             return false;

@@ -80,9 +80,11 @@ public class SessionEnlistment {
     }
 
     /**
-     * @param executor runs the clearing of two-phase decision rows after the Kafka commit (by default the pool's
-     *        background thread, {@link TransactionSessionPool#runInBackground}); the committing thread does not wait
-     *        for it
+     * @param executor runs the clearing of two-phase decision rows after the Kafka commit, and the Kafka side's
+     *        prepare while the committing thread writes the decision (transaction version 2, see
+     *        {@code DecisionAlongsidePrepare}); by default the pool's background threads,
+     *        {@link TransactionSessionPool#runInBackground}. The committing thread does not wait for a clearing, and
+     *        prepares itself when the executor has not started its prepare by the time the decision is written
      */
     public void setDecisionClearExecutor(Executor executor) {
         this.clearExecutor = Objects.requireNonNull(executor, "executor");

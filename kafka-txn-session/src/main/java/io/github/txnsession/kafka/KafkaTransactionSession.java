@@ -365,6 +365,22 @@ final class KafkaTransactionSession implements TransactionSession {
         }
     }
 
+    @Override
+    public Optional<PreparedTransaction> expectedPreparedTransaction() {
+        ProducerIdentity known = this.producerIdentity;
+        if (this.state != SessionState.IN_TRANSACTION || !this.wrote || known == null || isResumed()
+                || known.epoch() >= TransactionStanding.EXHAUSTED_EPOCH) {
+            return Optional.empty(); // (an exhausted epoch: the coordinator may hand out a new producer id at the end)
+        }
+        try {
+            return coordinator().transactionVersion2()
+                    ? Optional.of(PreparedTransaction.of(known.producerId(), known.epoch(), -1)) : Optional.empty();
+        }
+        catch (RuntimeException ex) {
+            return Optional.empty(); // closing, or the version cannot be read now: prepare tells
+        }
+    }
+
     private PreparedTransaction emptyTransaction() {
         ProducerIdentity known = this.producerIdentity;
         return known == null ? PreparedTransaction.empty(-1, (short) -1)

@@ -211,6 +211,25 @@ public interface TransactionSession extends AutoCloseable {
     PreparedTransaction prepareTransaction();
 
     /**
+     * The identity {@link #prepareTransaction()} is expected to return for the open transaction, known without asking
+     * the coordinator: with transaction version 2 every transaction has a producer epoch of its own, so its producer id
+     * and epoch name it (the returned identity has no start time, and {@link PreparedTransaction#toString()} stores it
+     * as {@code pid:epoch}). A two-phase caller may write its decision under this identity while
+     * {@link #prepareTransaction()} runs on another thread, so that the decision's write and the coordinator's round
+     * trip overlap; it must then check, before its decision commits, that the prepared transaction has this producer
+     * id and epoch, and roll its decision back if the prepare failed.
+     *
+     * <p>Not guaranteed: this is a prediction from what the session tracked, not a check. Only
+     * {@link #prepareTransaction()} confirms with the coordinator that the transaction is open under this identity.
+     *
+     * @return the expected identity; empty when it cannot be told without the coordinator: no transaction open, nothing
+     *         written yet (a transaction whose bound consumers' offsets are its only writes, added at prepare),
+     *         transaction version 1 (there the start time tells transactions apart), an identity the session does
+     *         not track (after an error, or once the epoch is exhausted), or a resumed session
+     */
+    Optional<PreparedTransaction> expectedPreparedTransaction();
+
+    /**
      * Commits the open or prepared transaction. Bound consumers' offsets are added first. On a resumed session this
      * finishes the resumed transaction, and is idempotent: a transaction that is already committed reports success.
      *

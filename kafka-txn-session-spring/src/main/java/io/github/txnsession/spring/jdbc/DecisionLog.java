@@ -11,12 +11,14 @@ import java.sql.Timestamp;
 import java.sql.Types;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.WeakHashMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
 
@@ -79,6 +81,13 @@ public final class DecisionLog {
     private final String table;
     /** by database URL: whether the table has the unique key the one-statement upsert needs */
     private final Map<String, Boolean> upsertable = new ConcurrentHashMap<>();
+    /**
+     * The statement {@link #record} uses, per database session (physical connection), "" for DELETE + INSERT: reading
+     * the connection's schema is a round trip on PostgreSQL, worth saving on every decision. A session whose schema
+     * (search path) the application changes afterwards keeps the first choice: a table without the key there makes
+     * the upsert fail, and the transaction roll back, never a wrong row.
+     */
+    private final Map<Connection, String> statementByConnection = Collections.synchronizedMap(new WeakHashMap<>());
 
     /** A log in the table {@value #DEFAULT_TABLE}. */
     public DecisionLog() {
@@ -211,10 +220,35 @@ public final class DecisionLog {
      *         Decided once per database and table.
      */
     private @Nullable String upsertStatement(Connection connection) throws SQLException {
+        Connection physical = physical(connection);
+        String known = this.statementByConnection.get(physical);
+        if (known != null) {
+            return known.isEmpty() ? null : known;
+        }
+        String statement = lookUpUpsertStatement(connection);
+        if (statement == null) {
+            return null; // the metadata could not be read: DELETE + INSERT this time, and a new look next time
+        }
+        this.statementByConnection.put(physical, statement);
+        return statement.isEmpty() ? null : statement;
+    }
+
+    /** @return the driver's connection under a pool's proxy: it lives as long as the database session does */
+    private static Connection physical(Connection connection) {
+        try {
+            return connection.isWrapperFor(Connection.class) ? connection.unwrap(Connection.class) : connection;
+        }
+        catch (SQLException ex) {
+            return connection;
+        }
+    }
+
+    /** @return the upsert, "" for DELETE + INSERT, or null when undecided (the metadata could not be read) */
+    private @Nullable String lookUpUpsertStatement(Connection connection) throws SQLException {
         DatabaseMetaData meta = connection.getMetaData();
         String product = meta.getDatabaseProductName();
         if (!product.equals("PostgreSQL") && !product.equals("H2")) {
-            return null;
+            return "";
         }
         // the table an unqualified name resolves to depends on the connection's schema (search_path) and user
         String schema = connection.getSchema();
@@ -226,8 +260,11 @@ public final class DecisionLog {
                 this.upsertable.put(key, keyed); // a failed look-up is not remembered
             }
         }
-        if (!Boolean.TRUE.equals(keyed)) {
+        if (keyed == null) {
             return null;
+        }
+        if (!keyed) {
+            return "";
         }
         String columns = " (transactional_id, producer_id, producer_epoch, " + START_COLUMN + ", decided_at) ";
         // both forms leave a fence or a placeholder (producer id < 0) in place and then write no row
@@ -388,7 +425,7 @@ public final class DecisionLog {
 
     /**
      * Sets a decision whose Kafka outcome is unknown aside, so that the transactional id can take new decisions while
-     * the row stays for an operator: its id becomes {@code <id>#in-doubt-<epoch>-<start>}, which no pool id matches.
+     * the row stays for an operator: its id becomes {@code <id>#in-doubt-<producerId>-<epoch>-<start>}, which no pool id matches.
      *
      * @param dataSource the database holding the log; the update runs on a connection of its own, in auto-commit mode
      * @param record the row to set aside; nothing changes if its id no longer has a row with that producer id and
@@ -448,7 +485,8 @@ public final class DecisionLog {
 
     /** @return the transactional id {@link #setAside} gives the row of {@code record} */
     static String parkedId(DecisionRecord record) {
-        return record.transactionalId() + IN_DOUBT + record.producerEpoch() + "-" + record.txnStartMs();
+        return record.transactionalId() + IN_DOUBT + record.producerId() + "-" + record.producerEpoch() + "-"
+                + record.txnStartMs();
     }
 
     /** What runs while {@link #withKeyHeld} holds a transactional id's key. */

@@ -8,6 +8,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -61,6 +62,12 @@ public class TwoPhaseRecovery {
     private final Map<String, Object> clientConfigs;
     private final @Nullable LostTransactionHandler lostHandler;
     private final List<LostTransaction> lost = new CopyOnWriteArrayList<>();
+    /**
+     * The live sessions' identities (start time included) of transactions whose completion and immediate settlement
+     * failed, by transactional id: the later settlement of the id finds the row's transaction by them, to tell LOST
+     * from UNKNOWN for a decision written without the start time. At most one per id; dropped once settled.
+     */
+    private final Map<String, PreparedTransaction> unsettled = new ConcurrentHashMap<>();
     /** replaced as a whole (readers never see it half rebuilt); appended to under {@code this} */
     private volatile List<LostTransaction> inDoubt = List.of();
     private final AtomicLong committedCount = new AtomicLong();
@@ -470,9 +477,15 @@ public class TwoPhaseRecovery {
      *         it must not be initialized yet
      */
     public synchronized RecoveryReport recoverTransactionalId(String transactionalId) {
+        return recoverTransactionalId(transactionalId, null);
+    }
+
+    /** @param confirmed the live session's identity of the transaction, start time included; null if not known */
+    private synchronized RecoveryReport recoverTransactionalId(String transactionalId,
+            @Nullable PreparedTransaction confirmed) {
         Objects.requireNonNull(transactionalId, "transactionalId");
         if (isFleet()) {
-            Run run = new Run();
+            Run run = new Run(confirmed);
             RecoveryReport report;
             try {
                 settleUnderKey(transactionalId, run, null);
@@ -483,7 +496,7 @@ public class TwoPhaseRecovery {
             }
             return report;
         }
-        Run run = new Run();
+        Run run = new Run(confirmed);
         List<DecisionRecord> rows = this.decisionLog.findByPrefix(this.dataSource, this.prefix).stream()
             .filter(r -> r.transactionalId().equals(transactionalId)).toList();
         if (rows.isEmpty()) {
@@ -519,10 +532,11 @@ public class TwoPhaseRecovery {
             RuntimeException failure) {
         RecoveryReport report;
         try {
-            report = recoverTransactionalId(transactionalId);
+            report = recoverTransactionalId(transactionalId, prepared);
         }
         catch (RuntimeException ex) {
             failure.addSuppressed(ex);
+            this.unsettled.put(transactionalId, prepared); // for the settlement before the id is used again
             throw new HeuristicCompletionException(HeuristicCompletionException.STATE_UNKNOWN,
                     new TransactionSystemException("The database committed, but completing Kafka transaction "
                             + prepared + " of session '" + transactionalId + "' failed: " + failure.getMessage()
@@ -545,12 +559,38 @@ public class TwoPhaseRecovery {
 
     /** What one recovery run found. */
     private static final class Run {
+        /** the live session's identity of the transaction being settled, start time included; null after a crash */
+        final @Nullable PreparedTransaction confirmed;
         final List<String> committed = new ArrayList<>();
         final List<String> alreadyCommitted = new ArrayList<>();
         final List<String> aborted = new ArrayList<>();
         final List<LostTransaction> lost = new ArrayList<>();
         final List<String> failed = new ArrayList<>();
         final List<LostTransaction> inDoubt = new ArrayList<>();
+
+        Run() {
+            this(null);
+        }
+
+        Run(@Nullable PreparedTransaction confirmed) {
+            this.confirmed = confirmed;
+        }
+
+        /**
+         * @param remembered the identity a failed settlement of the row's id left, if any
+         * @return the transaction a row names; a row written ahead of the prepare's answer (producer id and epoch only)
+         *         gets the confirmed start time, which tells an abort on the coordinator's timeout (lost) from a later
+         *         transaction of the id (unknown)
+         */
+        PreparedTransaction identityOf(DecisionRecord row, @Nullable PreparedTransaction remembered) {
+            PreparedTransaction named = row.preparedTransaction();
+            PreparedTransaction known = this.confirmed != null ? this.confirmed : remembered;
+            if (known != null && !named.hasStartTime() && known.hasStartTime()
+                    && known.producerId() == named.producerId() && known.epoch() == named.epoch()) {
+                return known;
+            }
+            return named;
+        }
     }
 
     /** Completes the Kafka transaction a decision row names, and classifies how that went. */
@@ -580,7 +620,7 @@ public class TwoPhaseRecovery {
 
     private void settle(DecisionRecord row, Run run, java.util.function.Consumer<DecisionRecord> clear,
             java.util.function.Consumer<DecisionRecord> setAside) {
-        PreparedTransaction prepared = row.preparedTransaction();
+        PreparedTransaction prepared = run.identityOf(row, this.unsettled.get(row.transactionalId()));
         try (TransactionSession session = TransactionSession.resume(row.transactionalId(), prepared,
                 this.clientConfigs)) {
             CompletionOutcome outcome = session.completeTransaction(prepared);
@@ -607,13 +647,20 @@ public class TwoPhaseRecovery {
                 setAside.accept(row);
             }
             catch (RuntimeException setAsideFailure) {
-                log.warn("Could not set the in-doubt decision of '{}' aside: {}", row.transactionalId(),
-                        setAsideFailure.toString());
+                // the row still holds the id's key: the id must not take a new decision over it, so it is not
+                // settled yet (retried, reported in doubt once the row is set aside)
+                run.inDoubt.remove(run.inDoubt.size() - 1);
+                run.failed.add(row.transactionalId());
+                log.warn("Could not set the in-doubt decision of '{}' aside; its settlement is retried: {}",
+                        row.transactionalId(), setAsideFailure.toString());
             }
         }
         catch (RuntimeException ex) {
             run.failed.add(row.transactionalId());
             log.warn("Recovery of '{}' ({}) failed and must be retried", row.transactionalId(), prepared, ex);
+        }
+        if (!run.failed.contains(row.transactionalId())) {
+            this.unsettled.remove(row.transactionalId()); // settled: committed, lost or set aside in doubt
         }
     }
 
@@ -701,7 +748,7 @@ public class TwoPhaseRecovery {
 
     /**
      * @return the decisions whose Kafka outcome is UNKNOWN (the transactional id moved on before recovery looked):
-     *         their rows stay in the log, set aside under {@code <id>#in-doubt-<epoch>-<start>} so that the id can take
+     *         their rows stay in the log, set aside under {@code <id>#in-doubt-<producerId>-<epoch>-<start>} so that the id can take
      *         new decisions; they are never compensated automatically, and health is DOWN until an operator settles
      *         them (delete the row once the data is checked) and recovery runs again
      */
