@@ -42,6 +42,8 @@ import org.springframework.transaction.support.TransactionTemplate;
  * protocol.</li>
  * <li>d) c with {@code kafka.txn-session.jdbc.complete-in-background}: the commit returns once the database committed
  * the decision; the Kafka commit and the decision row's clearing follow on the pool's background thread.</li>
+ * <li>e) c with {@code kafka.txn-session.jdbc.decision-alongside-prepare}: the decision row is written while the Kafka
+ * side is prepared (transaction version 2), so the two round trips overlap.</li>
  * </ul>
  */
 final class P4JdbcKafka {
@@ -130,15 +132,16 @@ final class P4JdbcKafka {
         String[] names = { "spring-kafka best-effort 1PC (DataSourceTransactionManager + synchronized KafkaTemplate)",
                 "JdbcKafkaTransactionManager 2PC",
                 "JdbcTransactionManager + enlisted session 2PC (the starter's path)",
-                "c, Kafka side completed in the background (complete-in-background)" };
-        List<String> keys = List.of("a", "b", "c", "d");
-        Competitor[] all = { bestEffort(db, ds, jdbc), twoPhase(db, ds, jdbc), enlisted(db, ds, jdbc, false),
-            enlisted(db, ds, jdbc, true) };
+                "c, Kafka side completed in the background (complete-in-background)",
+                "c, decision written while Kafka prepares (decision-alongside-prepare)" };
+        List<String> keys = List.of("a", "b", "c", "d", "e");
+        Competitor[] all = { bestEffort(db, ds, jdbc), twoPhase(db, ds, jdbc), enlisted(db, ds, jdbc, false, false),
+            enlisted(db, ds, jdbc, true, false), enlisted(db, ds, jdbc, false, true) };
         long seq = 0;
         this.phases.reset();
         try {
             for (int rep = this.bench.firstRep(); rep < this.bench.profile.repetitions(); rep++) {
-                for (int i : Bench.rotated(List.of(0, 1, 2, 3), rep)) {
+                for (int i : Bench.rotated(List.of(0, 1, 2, 3, 4), rep)) {
                     Latencies lat = new Latencies();
                     this.phases.on = rep >= 0;
                     long n = 0;
@@ -177,6 +180,8 @@ final class P4JdbcKafka {
         this.bench.results.goal(S, caseName, "latency_p99_ms", "c", "a", 1.3, false);
         this.bench.results.goal(S, caseName, "latency_p50_ms", "d", "a", 1.3, false);
         this.bench.results.goal(S, caseName, "latency_p99_ms", "d", "a", 1.3, false);
+        this.bench.results.goal(S, caseName, "latency_p50_ms", "e", "a", 1.3, false);
+        this.bench.results.goal(S, caseName, "latency_p99_ms", "e", "a", 1.3, false);
     }
 
     private Competitor bestEffort(String db, DataSource ds, JdbcTemplate jdbc) {
@@ -231,9 +236,11 @@ final class P4JdbcKafka {
         };
     }
 
-    private Competitor enlisted(String db, DataSource ds, JdbcTemplate jdbc, boolean completeInBackground) {
+    private Competitor enlisted(String db, DataSource ds, JdbcTemplate jdbc, boolean completeInBackground,
+            boolean decisionAlongsidePrepare) {
         Map<String, Object> configs = this.bench.producerConfigs();
-        String prefix = "p4-enlisted-" + (completeInBackground ? "bg-" : "") + db + "-";
+        String prefix = "p4-enlisted-" + (completeInBackground ? "bg-" : "") + (decisionAlongsidePrepare ? "al-" : "")
+                + db + "-";
         TransactionSessionPool pool = new TransactionSessionPool(prefix, 2, Duration.ofSeconds(30), configs,
                 List.of());
         SessionProducerFactory<Object, Object> pf = new SessionProducerFactory<>(pool,
@@ -242,6 +249,7 @@ final class P4JdbcKafka {
         TwoPhaseRecovery recovery = new TwoPhaseRecovery(ds, log, pool, null);
         SessionEnlistment enlistment = new SessionEnlistment(pool, new JdbcTwoPhaseDecision(ds, log, recovery));
         enlistment.setCompleteInBackground(completeInBackground);
+        enlistment.setDecisionAlongsidePrepare(decisionAlongsidePrepare);
         pf.setEnlistment(enlistment);
         KafkaTemplate<Object, Object> kafka = new KafkaTemplate<>(pf);
         JdbcTransactionManager manager = new JdbcTransactionManager(ds);

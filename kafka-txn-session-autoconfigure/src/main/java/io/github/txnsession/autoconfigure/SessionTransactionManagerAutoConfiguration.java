@@ -239,6 +239,7 @@ public final class SessionTransactionManagerAutoConfiguration {
             SessionEnlistment enlistment = new SessionEnlistment(pool, twoPhase.getIfAvailable());
             TwoPhaseCommitProperties jdbc = twoPhaseProperties.getIfAvailable();
             enlistment.setCompleteInBackground(jdbc != null && jdbc.isCompleteInBackground());
+            enlistment.setDecisionAlongsidePrepare(jdbc != null && jdbc.isDecisionAlongsidePrepare());
             enlistment.setObservers(observers.orderedStream().toList());
             enlistment.setCommitPhaseListeners(phaseListeners.orderedStream().toList());
             sessionProducerFactory(pool, beans, properties).setEnlistment(enlistment);

@@ -51,6 +51,14 @@ public class TwoPhaseCommitProperties extends DatabaseInitializationProperties {
      */
     private boolean completeInBackground;
 
+    /**
+     * Whether the decision row is written while the Kafka side is prepared (transaction version 2), instead of after:
+     * the two round trips overlap. Trade-off: after a process crash between the two commits, a Kafka transaction the
+     * coordinator aborted on its timeout is reported in doubt (for an operator) rather than lost (for the
+     * LostTransactionHandler), because the row has no coordinator start time.
+     */
+    private boolean decisionAlongsidePrepare;
+
     /** Settings with the defaults described above. */
     public TwoPhaseCommitProperties() {
         setInitializeSchema(DatabaseInitializationMode.ALWAYS);
@@ -108,6 +116,22 @@ public class TwoPhaseCommitProperties extends DatabaseInitializationProperties {
      */
     public void setCompleteInBackground(boolean completeInBackground) {
         this.completeInBackground = completeInBackground;
+    }
+
+    /**
+     * @return whether the decision row is written while the Kafka side is prepared (default false)
+     */
+    public boolean isDecisionAlongsidePrepare() {
+        return this.decisionAlongsidePrepare;
+    }
+
+    /**
+     * @param decisionAlongsidePrepare true to write the decision row while the Kafka side is prepared: the commit is
+     *        faster, and a crash between the two commits followed by the coordinator's timeout is reported in doubt
+     *        rather than lost
+     */
+    public void setDecisionAlongsidePrepare(boolean decisionAlongsidePrepare) {
+        this.decisionAlongsidePrepare = decisionAlongsidePrepare;
     }
 
     @Override

@@ -32,8 +32,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * ---------------------  ------------------------------------------------------------------------------------
  * beforeCommit           a send that passed the transaction's deadline fails the commit (the database rolls back);
  *                        prepare (flush, offsets, check every send); two-phase: write the decision through the
- *                        transaction's own connection (with transaction version 2 while the prepare runs, see
- *                        DecisionAlongsidePrepare). A failure here rolls the database back too.
+ *                        transaction's own connection (opt-in, with transaction version 2: while the prepare
+ *                        runs, see DecisionAlongsidePrepare). A failure here rolls the database back too.
  * (database commits)
  * afterCommit            complete (commit); two-phase: a failure is settled from the decision at once, then the
  *                        decision is cleared in the background (the session returns to the pool after that); with
@@ -56,6 +56,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
     private final List<CommitPhaseListener> phaseListeners;
     private final Executor clearExecutor;
     private final boolean completeInBackground;
+    private final boolean decisionAlongsidePrepare;
     private @Nullable PreparedTransaction prepared;
     /** the prepared transaction as the two-phase decision names it (without the start time when written ahead) */
     private @Nullable PreparedTransaction recorded;
@@ -71,7 +72,8 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
 
     EnlistedSessionSynchronization(TransactionSessionPool pool, SessionResourceHolder holder,
             @Nullable TwoPhaseDecision twoPhase, List<SessionTransactionObserver> observers,
-            List<CommitPhaseListener> phaseListeners, Executor clearExecutor, boolean completeInBackground) {
+            List<CommitPhaseListener> phaseListeners, Executor clearExecutor, boolean completeInBackground,
+            boolean decisionAlongsidePrepare) {
         this.pool = pool;
         this.holder = holder;
         this.twoPhase = twoPhase;
@@ -79,6 +81,7 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
         this.phaseListeners = phaseListeners;
         this.clearExecutor = clearExecutor;
         this.completeInBackground = completeInBackground;
+        this.decisionAlongsidePrepare = decisionAlongsidePrepare;
     }
 
     @Override
@@ -186,8 +189,9 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
         // serial where the overlap would change what happens between the two: consumers bound to the session add
         // their offsets in the prepare (they stay on this thread); a fleet checks its ownership right after the row
         // write, and a new owner may settle the id between the prepare and the write
-        PreparedTransaction expected = decision == null || this.holder.hasBoundConsumers()
-                || decision.confirmOpenAfterRecord() ? null : session.expectedPreparedTransaction().orElse(null);
+        PreparedTransaction expected = !this.decisionAlongsidePrepare || decision == null
+                || this.holder.hasBoundConsumers() || decision.confirmOpenAfterRecord() ? null
+                        : session.expectedPreparedTransaction().orElse(null);
         PreparedTransaction p;
         if (decision != null && expected != null) {
             // transaction version 2: the decision is written while the Kafka side is confirmed (see the class)
@@ -196,6 +200,9 @@ final class EnlistedSessionSynchronization implements TransactionSynchronization
             p = both.confirmed();
             this.prepared = p;
             this.recorded = both.recorded();
+            if (!both.recorded().hasStartTime()) {
+                decision.confirmed(session.transactionalId(), p);
+            }
             phase(CommitPhase.AFTER_PREPARE, session);
         }
         else {

@@ -54,6 +54,7 @@ public class SessionEnlistment {
     private volatile List<CommitPhaseListener> phaseListeners = List.of();
     private volatile Executor clearExecutor;
     private volatile boolean completeInBackground;
+    private volatile boolean decisionAlongsidePrepare;
     private final AtomicBoolean missingCommitPointReported = new AtomicBoolean();
 
     /**
@@ -107,6 +108,27 @@ public class SessionEnlistment {
         this.completeInBackground = completeInBackground;
     }
 
+    /**
+     * Whether a two-phase commit writes its decision while the Kafka side is being prepared, instead of after
+     * (default false). With transaction version 2 the session knows the producer id and epoch its prepare will
+     * confirm, so the decision is written under them while the prepare's round trip to the coordinator is in flight,
+     * and the database commits only once the prepare confirmed that identity: the check is the same, the two round
+     * trips overlap (see {@code DecisionAlongsidePrepare}). Sessions with bound consumers and fleets stay serial.
+     *
+     * <p>The trade-off: such a decision names the transaction without the coordinator's start time. After a process
+     * crash between the database commit and the Kafka commit, recovery from the row alone cannot tell a transaction the
+     * coordinator aborted on its timeout (LOST, handed to the {@code LostTransactionHandler}) from a later transaction
+     * of the id, and reports it in doubt (UNKNOWN) for an operator instead. Within a running process the confirmed
+     * start time is kept until the row is cleared, so settlements there classify as before. Nothing is committed or
+     * compensated by mistake either way.
+     *
+     * @param decisionAlongsidePrepare true to overlap the decision write with the prepare; ignored in best-effort
+     *        mode and with transaction version 1
+     */
+    public void setDecisionAlongsidePrepare(boolean decisionAlongsidePrepare) {
+        this.decisionAlongsidePrepare = decisionAlongsidePrepare;
+    }
+
     /** @return the pool whose sessions are enlisted */
     public TransactionSessionPool getPool() {
         return this.pool;
@@ -153,7 +175,8 @@ public class SessionEnlistment {
         applyDatabaseDeadline(holder);
         TransactionSynchronizationManager.bindResource(this.pool, holder);
         EnlistedSessionSynchronization synchronization = new EnlistedSessionSynchronization(this.pool, holder,
-                this.twoPhase, this.observers, this.phaseListeners, this.clearExecutor, this.completeInBackground);
+                this.twoPhase, this.observers, this.phaseListeners, this.clearExecutor, this.completeInBackground,
+                this.decisionAlongsidePrepare);
         if (point != null) {
             synchronization.prepareAtCommitPoint(point);
         }

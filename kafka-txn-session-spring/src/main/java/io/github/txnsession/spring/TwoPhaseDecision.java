@@ -37,6 +37,19 @@ public interface TwoPhaseDecision {
     }
 
     /**
+     * The decision was written before the prepare answered ({@link SessionEnlistment#setDecisionAlongsidePrepare}),
+     * under the producer id and epoch alone, and the prepare confirmed the transaction as {@code confirmed}, start time
+     * included. An implementation may keep {@code confirmed} until the decision is cleared or settled, to settle the id
+     * with it in this process: the start time tells a transaction the coordinator aborted on its timeout (lost) from a
+     * later one of the id (unknown).
+     *
+     * @param transactionalId the transactional id of the session
+     * @param confirmed the prepared transaction as the coordinator confirmed it
+     */
+    default void confirmed(String transactionalId, PreparedTransaction confirmed) {
+    }
+
+    /**
      * The resource committed, but completing the Kafka transaction failed with {@code failure}: settle it now from
      * the decision (commit it from another session if it is still open).
      *

@@ -225,9 +225,12 @@ public interface TransactionSession extends AutoCloseable {
      * @return the expected identity; empty when it cannot be told without the coordinator: no transaction open, nothing
      *         written yet (a transaction whose bound consumers' offsets are its only writes, added at prepare),
      *         transaction version 1 (there the start time tells transactions apart), an identity the session does
-     *         not track (after an error, or once the epoch is exhausted), or a resumed session
+     *         not track (after an error, or once the epoch is exhausted), or a resumed session; always empty in
+     *         implementations that do not predict
      */
-    Optional<PreparedTransaction> expectedPreparedTransaction();
+    default Optional<PreparedTransaction> expectedPreparedTransaction() {
+        return Optional.empty();
+    }
 
     /**
      * Commits the open or prepared transaction. Bound consumers' offsets are added first. On a resumed session this

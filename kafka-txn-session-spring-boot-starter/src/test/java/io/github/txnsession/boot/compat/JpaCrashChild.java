@@ -58,7 +58,9 @@ public final class JpaCrashChild {
                     "kafka.txn-session.transactional-id-prefix=" + args[2], "kafka.txn-session.pool-size=2",
                     "crash.topic=" + args[3], "logging.level.root=WARN",
                     "kafka.txn-session.jdbc.complete-in-background="
-                            + (args.length > 7 && Boolean.parseBoolean(args[7])))
+                            + (args.length > 7 && Boolean.parseBoolean(args[7])),
+                    "kafka.txn-session.jdbc.decision-alongside-prepare="
+                            + (args.length > 8 && Boolean.parseBoolean(args[8])))
             .run();
         PlaceOrders orders = context.getBean(PlaceOrders.class);
         for (int i = 0; i <= okCount; i++) {

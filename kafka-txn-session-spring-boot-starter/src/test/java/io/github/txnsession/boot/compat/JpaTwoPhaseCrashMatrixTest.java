@@ -80,7 +80,7 @@ class JpaTwoPhaseCrashMatrixTest {
         List<CommitPhase> phases = Integer.getInteger("crash.repetitions", 1) > 1 ? List.of(CommitPhase.values())
                 : List.of(CommitPhase.AFTER_JDBC_COMMIT, CommitPhase.AFTER_KAFKA_COMMIT, CommitPhase.AFTER_LOG_CLEAR);
         crashAt(phases, "jdbc:h2:file:" + dir.resolve("orders").toAbsolutePath() + ";AUTO_SERVER=TRUE;WRITE_DELAY=0",
-                "sa", true);
+                "sa", true, false);
     }
 
     @Test
@@ -88,11 +88,21 @@ class JpaTwoPhaseCrashMatrixTest {
         crashAtEveryPhase(postgres.getJdbcUrl("postgres", "postgres"), "postgres", false);
     }
 
-    private void crashAtEveryPhase(String jdbcUrl, String user, boolean completeInBackground) {
-        crashAt(List.of(CommitPhase.values()), jdbcUrl, user, completeInBackground);
+    /**
+     * {@code kafka.txn-session.jdbc.decision-alongside-prepare}: the decision row is written while the Kafka side is
+     * prepared, under producer id and epoch only; recovery completes or aborts from it all the same.
+     */
+    @Test
+    void postgresqlWithTheDecisionWrittenAlongsideThePrepare() {
+        crashAt(List.of(CommitPhase.values()), postgres.getJdbcUrl("postgres", "postgres"), "postgres", false, true);
     }
 
-    private void crashAt(List<CommitPhase> phases, String jdbcUrl, String user, boolean completeInBackground) {
+    private void crashAtEveryPhase(String jdbcUrl, String user, boolean completeInBackground) {
+        crashAt(List.of(CommitPhase.values()), jdbcUrl, user, completeInBackground, false);
+    }
+
+    private void crashAt(List<CommitPhase> phases, String jdbcUrl, String user, boolean completeInBackground,
+            boolean decisionAlongsidePrepare) {
         int repetitions = Integer.getInteger("crash.repetitions", 1);
         long seed = System.nanoTime();
         Random random = new Random(seed);
@@ -113,13 +123,18 @@ class JpaTwoPhaseCrashMatrixTest {
                 String crashedOrder = "order-" + (nextId + okCount);
                 try (ChildJvm child = ChildJvm.start(JpaCrashChild.class, kafka.bootstrapServers(), jdbcUrl, prefix,
                         topic, phase.name(), String.valueOf(okCount), String.valueOf(nextId),
-                        String.valueOf(completeInBackground))) {
+                        String.valueOf(completeInBackground), String.valueOf(decisionAlongsidePrepare))) {
                     assertThat(child.awaitLine("CRASH", CHILD_TIMEOUT)).startsWith("CRASH " + phase);
                     assertThat(child.awaitExit(CHILD_TIMEOUT)).isEqualTo(137);
                 }
                 nextId += okCount + 1;
                 crashes.merge(phase, 1, Integer::sum);
 
+                if (phase == CommitPhase.AFTER_JDBC_COMMIT) {
+                    // the committed decision names the coordinator's start time unless it was written alongside
+                    assertThat(log.findByPrefix(dataSource, prefix)).isNotEmpty().allSatisfy(row -> assertThat(
+                            row.preparedTransaction().hasStartTime()).isEqualTo(!decisionAlongsidePrepare));
+                }
                 // the application restarts: recovery runs before any session is handed out
                 TwoPhaseRecovery recovery = new TwoPhaseRecovery(dataSource, log, prefix, 2,
                         kafka.cluster().clientConfigs(), null);
@@ -142,9 +157,10 @@ class JpaTwoPhaseCrashMatrixTest {
                         phase).isEqualTo(decided);
             }
         }
-        System.out.printf("CRASH-MATRIX JPA %s%s: %s repetitions, crashes %s, %d orders in both stores, seed %d%n",
+        System.out.printf("CRASH-MATRIX JPA %s%s%s: %s repetitions, crashes %s, %d orders in both stores, seed %d%n",
                 jdbcUrl.startsWith("jdbc:h2") ? "H2" : "PostgreSQL",
-                completeInBackground ? " (completed in background)" : "", repetitions, crashes,
+                completeInBackground ? " (completed in background)" : "",
+                decisionAlongsidePrepare ? " (decision alongside the prepare)" : "", repetitions, crashes,
                 jdbc.queryForObject("SELECT COUNT(*) FROM compat_order WHERE id LIKE 'order-%'", Integer.class), seed);
     }
 }

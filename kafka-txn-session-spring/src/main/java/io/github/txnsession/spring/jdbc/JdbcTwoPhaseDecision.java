@@ -112,6 +112,11 @@ public class JdbcTwoPhaseDecision implements TwoPhaseDecision {
     }
 
     @Override
+    public void confirmed(String transactionalId, PreparedTransaction confirmed) {
+        this.recovery.rememberConfirmed(transactionalId, confirmed);
+    }
+
+    @Override
     public void settle(String transactionalId, PreparedTransaction prepared, RuntimeException failure) {
         this.recovery.settleAfterFailedCompletion(transactionalId, prepared, failure);
     }
@@ -126,6 +131,7 @@ public class JdbcTwoPhaseDecision implements TwoPhaseDecision {
         try {
             this.decisionLog.clear(this.dataSource, new DecisionRecord(transactionalId, prepared.producerId(),
                     prepared.epoch(), prepared.startTimeMs(), Instant.now()));
+            this.recovery.forgetConfirmed(transactionalId);
             return true;
         }
         catch (RuntimeException ex) {

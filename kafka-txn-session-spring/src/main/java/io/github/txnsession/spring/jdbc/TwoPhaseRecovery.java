@@ -298,6 +298,8 @@ public class TwoPhaseRecovery {
     private synchronized void addInDoubt(List<LostTransaction> more) {
         if (!more.isEmpty()) {
             List<LostTransaction> all = new ArrayList<>(this.inDoubt);
+            // a row found in doubt again (its set-aside failed before) is listed once
+            all.removeIf(known -> more.stream().anyMatch(m -> m.decision().equals(known.decision())));
             all.addAll(more);
             this.inDoubt = List.copyOf(all);
         }
@@ -536,7 +538,7 @@ public class TwoPhaseRecovery {
         }
         catch (RuntimeException ex) {
             failure.addSuppressed(ex);
-            this.unsettled.put(transactionalId, prepared); // for the settlement before the id is used again
+            rememberConfirmed(transactionalId, prepared); // for the settlement before the id is used again
             throw new HeuristicCompletionException(HeuristicCompletionException.STATE_UNKNOWN,
                     new TransactionSystemException("The database committed, but completing Kafka transaction "
                             + prepared + " of session '" + transactionalId + "' failed: " + failure.getMessage()
@@ -555,6 +557,24 @@ public class TwoPhaseRecovery {
                         + "committed: " + (lost ? "it is LOST (reported to the LostTransactionHandler)"
                                 : "its outcome is UNKNOWN (kept in doubt, see the recovery endpoint)") + ". Cause: "
                         + failure.getMessage(), failure));
+    }
+
+    /**
+     * Keeps the live session's identity of a transaction whose decision row was written without the start time
+     * (written while the prepare ran), until its row is cleared or settled: a settlement of the id in this process
+     * (after a failed completion, an unknown database outcome, the pool's in-doubt resolver) then tells a transaction
+     * the coordinator aborted on its timeout (LOST) from a later one of the id. Lost at a restart.
+     *
+     * @param transactionalId the session's transactional id
+     * @param confirmed the prepared transaction as the coordinator confirmed it, start time included
+     */
+    void rememberConfirmed(String transactionalId, PreparedTransaction confirmed) {
+        this.unsettled.put(transactionalId, confirmed);
+    }
+
+    /** @param transactionalId an id whose decision row is gone: its remembered identity is no longer needed */
+    void forgetConfirmed(String transactionalId) {
+        this.unsettled.remove(transactionalId);
     }
 
     /** What one recovery run found. */
@@ -647,20 +667,19 @@ public class TwoPhaseRecovery {
                 setAside.accept(row);
             }
             catch (RuntimeException setAsideFailure) {
-                // the row still holds the id's key: the id must not take a new decision over it, so it is not
-                // settled yet (retried, reported in doubt once the row is set aside)
-                run.inDoubt.remove(run.inDoubt.size() - 1);
+                // reported in doubt all the same; the row still holds the id's key, and a new decision of the id
+                // would overwrite it: the id is not reused until the row is set aside (retried)
                 run.failed.add(row.transactionalId());
-                log.warn("Could not set the in-doubt decision of '{}' aside; its settlement is retried: {}",
-                        row.transactionalId(), setAsideFailure.toString());
+                log.warn("Could not set the in-doubt decision of '{}' aside; it is retried before the id is used "
+                        + "again: {}", row.transactionalId(), setAsideFailure.toString());
             }
         }
         catch (RuntimeException ex) {
             run.failed.add(row.transactionalId());
             log.warn("Recovery of '{}' ({}) failed and must be retried", row.transactionalId(), prepared, ex);
         }
-        if (!run.failed.contains(row.transactionalId())) {
-            this.unsettled.remove(row.transactionalId()); // settled: committed, lost or set aside in doubt
+        if (!run.failed.contains(row.transactionalId()) && run.lost.stream().noneMatch(l -> l.decision() == row)) {
+            forgetConfirmed(row.transactionalId()); // settled: committed, or set aside in doubt (lost: once cleared)
         }
     }
 
@@ -734,6 +753,7 @@ public class TwoPhaseRecovery {
         try {
             this.decisionLog.clear(this.dataSource, l.decision());
             this.decisionLog.clearSetAside(this.dataSource, l.decision());
+            forgetConfirmed(l.transactionalId());
         }
         catch (RuntimeException ex) {
             log.warn("Could not clear the reported lost decision of '{}' ({}); it is reported again", l.transactionalId(),

@@ -253,6 +253,48 @@ class EnlistmentFailurePathsTest {
     }
 
     /**
+     * By default the decision names the transaction with the coordinator's start time (recovery after a crash tells
+     * LOST from UNKNOWN with it); written alongside the prepare (opt-in) it names producer id and epoch only.
+     */
+    @Test
+    void theDecisionCarriesTheStartTimeUnlessWrittenAlongsideThePrepare() {
+        for (boolean alongside : new boolean[] { false, true }) {
+            try (App app = new App(true, 1, 60_000)) {
+                app.enlistment.setDecisionAlongsidePrepare(alongside);
+                List<DecisionRecord> committedRows = new CopyOnWriteArrayList<>();
+                app.enlistment.setCommitPhaseListeners(List.of((phase, id) -> {
+                    if (phase == CommitPhase.AFTER_JDBC_COMMIT) {
+                        app.decisionLog.find(app.dataSource, id).ifPresent(committedRows::add);
+                    }
+                }));
+                app.tx.executeWithoutResult(s -> app.placeOrder("s-" + alongside));
+                assertThat(committedRows).as("alongside=" + alongside).singleElement()
+                    .satisfies(r -> assertThat(r.preparedTransaction().hasStartTime()).isEqualTo(!alongside));
+                assertThat(app.events()).containsExactly("s-" + alongside);
+                await().atMost(Duration.ofSeconds(10)).untilAsserted(() -> assertThat(
+                        app.decisionLog.findByPrefix(app.dataSource, app.pool.transactionalIdPrefix())).isEmpty());
+            }
+        }
+    }
+
+    /** A lost COMMIT reply after a decision written alongside the prepare: the row is found, and Kafka commits. */
+    @Test
+    void aLostCommitReplyAfterADecisionWrittenAlongsideThePrepareStillCommitsKafka() {
+        try (App app = new App(true, 2, 60_000)) {
+            app.enlistment.setDecisionAlongsidePrepare(true);
+            app.transactionManager.loseAck = true;
+            assertThatThrownBy(() -> app.tx.executeWithoutResult(s -> app.placeOrder("t-committed")))
+                .isInstanceOf(DataAccessResourceFailureException.class);
+            app.transactionManager.loseAck = false;
+            assertThat(app.rows()).containsExactly("t-committed");
+            await().atMost(Duration.ofSeconds(20)).untilAsserted(
+                    () -> assertThat(app.events()).containsExactly("t-committed"));
+            app.tx.executeWithoutResult(s -> app.placeOrder("u-next")); // and the pool goes on
+            assertThat(app.events()).containsExactly("t-committed", "u-next");
+        }
+    }
+
+    /**
      * An unknown database outcome leaves the Kafka transaction prepared; its slot is settled in the background (not
      * when the pool happens to reuse it), before the broker's timeout would abort it and while it holds back the last
      * stable offset.
