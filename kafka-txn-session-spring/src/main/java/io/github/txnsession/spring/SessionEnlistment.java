@@ -115,12 +115,12 @@ public class SessionEnlistment {
      * and the database commits only once the prepare confirmed that identity: the check is the same, the two round
      * trips overlap (see {@code DecisionAlongsidePrepare}). Sessions with bound consumers and fleets stay serial.
      *
-     * <p>The trade-off: such a decision names the transaction without the coordinator's start time. After a process
-     * crash between the database commit and the Kafka commit, recovery from the row alone cannot tell a transaction the
-     * coordinator aborted on its timeout (LOST, handed to the {@code LostTransactionHandler}) from a later transaction
-     * of the id, and reports it in doubt (UNKNOWN) for an operator instead. Within a running process the confirmed
-     * start time is kept until the row is cleared, so settlements there classify as before. Nothing is committed or
-     * compensated by mistake either way.
+     * <p>The trade-off: such a decision names the transaction without the coordinator's start time. After a restart
+     * that left the row (a crash between the database commit and the Kafka commit), recovery from the row alone cannot
+     * tell a transaction the coordinator aborted on its timeout (LOST, handed to the {@code LostTransactionHandler})
+     * from a later transaction of the id, and reports it in doubt (UNKNOWN) for an operator instead. Within a running
+     * process the confirmed start time is kept until the row is cleared, so settlements there classify as before.
+     * Nothing is committed or compensated by mistake either way.
      *
      * @param decisionAlongsidePrepare true to overlap the decision write with the prepare; ignored in best-effort
      *        mode and with transaction version 1

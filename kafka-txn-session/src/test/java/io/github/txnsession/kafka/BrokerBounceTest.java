@@ -74,13 +74,13 @@ class BrokerBounceTest {
                 load.assertNoneFailed(feeding);
                 assertThat(load.sinceLastProgress()).as("no progress for too long; bounces so far %s (seed %d)",
                         bounces, seed).isLessThan(MAX_STALL);
-                awaitFullyReplicated(input, output);
+                Bounces.awaitFullyReplicated(kafka.cluster(), input, output);
                 String role = switch (turn % 3) {
                     case 0 -> "txn";
                     case 1 -> "group";
                     default -> "any";
                 };
-                Integer broker = pickBroker(turn++, transactionalId, group);
+                Integer broker = Bounces.coordinator(kafka.cluster(), turn++ % 3, transactionalId, group);
                 if (broker == null) {
                     role = "any";
                     broker = kafka.cluster().brokerIds().stream().skip(random.nextInt(3)).findFirst().orElseThrow();
@@ -111,48 +111,6 @@ class BrokerBounceTest {
         assertThat(bounces).as("brokers bounced during the run").hasSizeGreaterThanOrEqualTo(2)
             .anyMatch(b -> b.startsWith("txn:"));
         assertThat(load.longestGapMs.get()).as("longest gap between commits, ms").isLessThan(MAX_STALL.toMillis());
-    }
-
-    /**
-     * In turn: the processor's transaction coordinator, the group coordinator, then any broker.
-     *
-     * @return null for "any broker", or when the coordinator is not known yet
-     */
-    private static Integer pickBroker(int turn, String transactionalId, String group) {
-        try {
-            return switch (turn % 3) {
-                case 0 -> kafka.cluster().admin().describeTransactions(List.of(transactionalId))
-                    .description(transactionalId).get(10, TimeUnit.SECONDS).coordinatorId();
-                case 1 -> kafka.cluster().admin().describeConsumerGroups(List.of(group)).describedGroups().get(group)
-                    .get(10, TimeUnit.SECONDS).coordinator().id();
-                default -> null;
-            };
-        }
-        catch (Exception notYetKnown) {
-            return null;
-        }
-    }
-
-    /**
-     * Waits until every replica of the test's topics and of the transaction and offsets logs is back in sync, so that
-     * the next stop never leaves a partition below {@code min.insync.replicas} (two brokers down at once is not what
-     * this test is about).
-     */
-    private static void awaitFullyReplicated(String... topics) {
-        List<String> all = new ArrayList<>(List.of(topics));
-        all.add("__transaction_state");
-        all.add("__consumer_offsets");
-        org.awaitility.Awaitility.await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
-            .until(() -> {
-                try {
-                    return kafka.cluster().admin().describeTopics(all).allTopicNames().get(10, TimeUnit.SECONDS)
-                        .values().stream().flatMap(d -> d.partitions().stream())
-                        .allMatch(p -> p.isr().size() == p.replicas().size());
-                }
-                catch (Exception notNow) {
-                    return false;
-                }
-            });
     }
 
     private static void sleepUnlessDone(Future<?> done, long millis) throws Exception {

@@ -196,6 +196,15 @@ final class CtpLoad {
         HangingTransactions.assertNone(this.kafka.admin(), transactionalIdPrefix, all, Duration.ofSeconds(30));
     }
 
+    /** An injected crash of a processor, between a transaction's sends and its commit. */
+    static final class Crash extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        Crash() {
+            super("injected crash before the commit");
+        }
+    }
+
     /** A consume-transform-produce loop with its own session and bound consumer, as the core usage guide says. */
     final class Processor {
 
@@ -206,6 +215,10 @@ final class CtpLoad {
         final AtomicInteger transactions = new AtomicInteger();
         final AtomicInteger aborts = new AtomicInteger();
         final AtomicInteger sessions = new AtomicInteger();
+        final AtomicInteger crashes = new AtomicInteger();
+        final AtomicInteger pauses = new AtomicInteger();
+        private final java.util.concurrent.atomic.AtomicReference<Duration> nextFault =
+                new java.util.concurrent.atomic.AtomicReference<>();
         private volatile Future<?> future;
 
         Processor(String group, String transactionalId, Map<String, Object> consumerOverrides) {
@@ -222,6 +235,20 @@ final class CtpLoad {
 
         Future<?> future() {
             return this.future;
+        }
+
+        String transactionalId() {
+            return this.transactionalId;
+        }
+
+        /**
+         * Injects a fault into the next transaction, between its sends and its commit: {@code Duration.ZERO} crashes
+         * the processor there (its session and consumer are closed without ending the transaction, and it starts
+         * over with a new session of the same transactional id, as a restarted process would); a positive duration
+         * pauses it there for that long (a long GC pause: the group moves its partitions on meanwhile).
+         */
+        void injectFault(Duration fault) {
+            this.nextFault.set(fault);
         }
 
         private boolean running() {
@@ -302,6 +329,15 @@ final class CtpLoad {
                 for (ConsumerRecord<String, String> r : records) {
                     out.send(new ProducerRecord<>(CtpLoad.this.output, r.partition(), r.key(), "out-" + r.value()));
                 }
+                Duration fault = this.nextFault.getAndSet(null);
+                if (fault != null && fault.isZero()) {
+                    this.crashes.incrementAndGet();
+                    throw new Crash();
+                }
+                if (fault != null) {
+                    this.pauses.incrementAndGet();
+                    LockSupport.parkNanos(fault.toNanos()); // the injected pause itself
+                }
                 commit(session);
                 this.transactions.incrementAndGet();
                 progressed(records.count());
@@ -309,6 +345,9 @@ final class CtpLoad {
             }
             catch (SessionFencedException ex) {
                 throw new AssertionError("nothing else uses " + this.transactionalId + ", yet it was fenced", ex);
+            }
+            catch (Crash ex) {
+                throw ex;
             }
             catch (RuntimeException ex) {
                 return endFailed(session, ex, records.count());

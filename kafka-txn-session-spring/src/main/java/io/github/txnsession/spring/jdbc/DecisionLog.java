@@ -84,8 +84,9 @@ public final class DecisionLog {
     /**
      * The statement {@link #record} uses, per database session (physical connection), "" for DELETE + INSERT: reading
      * the connection's schema is a round trip on PostgreSQL, worth saving on every decision. A session whose schema
-     * (search path) the application changes afterwards keeps the first choice: a table without the key there makes
-     * the upsert fail, and the transaction roll back, never a wrong row.
+     * (search path) the application changes afterwards keeps the first choice: on PostgreSQL a table without the key
+     * there makes the upsert fail, and the transaction roll back, never a wrong row. Behind a pool or proxy whose
+     * {@code unwrap(Connection.class)} returns a new wrapper per checkout the cache never hits: slower, not wrong.
      */
     private final Map<Connection, String> statementByConnection = Collections.synchronizedMap(new WeakHashMap<>());
 
@@ -217,7 +218,7 @@ public final class DecisionLog {
      * @return the one-statement insert-or-replace of this table for the connection's database, or null where none is
      *         used (a {@code DELETE} then an {@code INSERT}): other databases, and a table without a unique key on
      *         {@code transactional_id} alone (a table of the application's own schema, say), which the upsert needs.
-     *         Decided once per database and table.
+     *         Decided once per database and table, and kept per database session.
      */
     private @Nullable String upsertStatement(Connection connection) throws SQLException {
         Connection physical = physical(connection);

@@ -63,9 +63,11 @@ public class TwoPhaseRecovery {
     private final @Nullable LostTransactionHandler lostHandler;
     private final List<LostTransaction> lost = new CopyOnWriteArrayList<>();
     /**
-     * The live sessions' identities (start time included) of transactions whose completion and immediate settlement
-     * failed, by transactional id: the later settlement of the id finds the row's transaction by them, to tell LOST
-     * from UNKNOWN for a decision written without the start time. At most one per id; dropped once settled.
+     * The live sessions' identities (start time included) of transactions whose decision row may lack the start time,
+     * by transactional id: filled when a decision was written alongside the prepare, and when a completion and its
+     * immediate settlement failed; a settlement of the id in this process finds the row's transaction by them, to tell
+     * LOST from UNKNOWN. At most one per id; dropped once the row is cleared or settled (an entry left by a rollback is
+     * harmless: it matches only a row of the same producer id and epoch).
      */
     private final Map<String, PreparedTransaction> unsettled = new ConcurrentHashMap<>();
     /** replaced as a whole (readers never see it half rebuilt); appended to under {@code this} */
@@ -560,10 +562,10 @@ public class TwoPhaseRecovery {
     }
 
     /**
-     * Keeps the live session's identity of a transaction whose decision row was written without the start time
-     * (written while the prepare ran), until its row is cleared or settled: a settlement of the id in this process
-     * (after a failed completion, an unknown database outcome, the pool's in-doubt resolver) then tells a transaction
-     * the coordinator aborted on its timeout (LOST) from a later one of the id. Lost at a restart.
+     * Keeps the live session's identity of a transaction, start time included, until its row is cleared or settled:
+     * a settlement of the id in this process (after a failed completion, an unknown database outcome, the pool's
+     * in-doubt resolver) then tells a transaction the coordinator aborted on its timeout (LOST) from a later one of the
+     * id even when the row was written without the start time (alongside the prepare). Lost at a restart.
      *
      * @param transactionalId the session's transactional id
      * @param confirmed the prepared transaction as the coordinator confirmed it, start time included
@@ -667,11 +669,11 @@ public class TwoPhaseRecovery {
                 setAside.accept(row);
             }
             catch (RuntimeException setAsideFailure) {
-                // reported in doubt all the same; the row still holds the id's key, and a new decision of the id
-                // would overwrite it: the id is not reused until the row is set aside (retried)
-                run.failed.add(row.transactionalId());
-                log.warn("Could not set the in-doubt decision of '{}' aside; it is retried before the id is used "
-                        + "again: {}", row.transactionalId(), setAsideFailure.toString());
+                // reported in doubt all the same (health, endpoint, the error above). Not retried before the id is
+                // used again: a failure that persists (no UPDATE grant) would block the id for good; the id's next
+                // decision replaces the row, and the in-doubt report and the log keep what it said
+                log.warn("Could not set the in-doubt decision of '{}' aside; the id's next decision replaces it: {}",
+                        row.transactionalId(), setAsideFailure.toString());
             }
         }
         catch (RuntimeException ex) {
