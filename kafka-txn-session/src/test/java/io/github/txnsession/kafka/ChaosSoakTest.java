@@ -35,7 +35,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * order (no duplicate, no gap, no reordering, at every moment), and no stall over 60 s. At the end: every input
  * exactly once and in order, the reader saw the same, no hanging transaction.
  *
- * <p>Duration: {@code -Dtxnsession.chaos.seconds=S} of load at 40 records a second (default 30; the {@code chaos-full}
+ * <p>Duration: {@code -Dtxnsession.chaos.seconds=S} of load at 40 records a second (default 20; the {@code chaos-full}
  * profile runs 600). The test prints the counts: transactions, aborts, faults of each kind.
  */
 class ChaosSoakTest {
@@ -51,7 +51,7 @@ class ChaosSoakTest {
 
     @Test
     void everyInputExactlyOnceThroughRandomFaults() throws Exception {
-        int seconds = Integer.getInteger("txnsession.chaos.seconds", 30);
+        int seconds = Integer.getInteger("txnsession.chaos.seconds", 20);
         long seed = Long.getLong("txnsession.chaos.seed", System.nanoTime());
         Random random = new Random(seed);
         String input = EmbeddedKafkaCluster.uniqueName("chaos-in");
