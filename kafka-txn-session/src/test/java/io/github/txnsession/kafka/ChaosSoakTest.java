@@ -88,11 +88,11 @@ class ChaosSoakTest {
                 String fault = switch (pick) {
                     case 0, 1 -> bounce(random, running, group, load);
                     case 2 -> {
-                        running.get(random.nextInt(running.size())).injectFault(Duration.ZERO);
+                        target(running, random, history.size() < 3).injectFault(Duration.ZERO);
                         yield "crash";
                     }
                     case 3 -> {
-                        running.get(random.nextInt(running.size())).injectFault(
+                        target(running, random, history.size() < 3).injectFault(
                                 Duration.ofMillis(3_500 + random.nextInt(2_000)));
                         yield "pause";
                     }
@@ -139,6 +139,18 @@ class ChaosSoakTest {
         assertThat(faults).as("faults injected").containsKey("bounce");
         assertThat(crashes).as("crashes that hit a transaction").isPositive();
         assertThat(pauses).as("pauses that hit a transaction").isPositive();
+    }
+
+    /**
+     * @param busiest true to pick the processor that has committed most so far (the first faults must hit a
+     *        transaction: a processor without partitions runs none)
+     * @return the processor a crash or pause goes to
+     */
+    private static CtpLoad.Processor target(List<CtpLoad.Processor> running, Random random, boolean busiest) {
+        if (busiest) {
+            return running.stream().max(java.util.Comparator.comparingInt(p -> p.transactions.get())).orElseThrow();
+        }
+        return running.get(random.nextInt(running.size()));
     }
 
     /** Stops and restarts one broker: a processor's transaction coordinator, the group coordinator, or any. */
