@@ -67,7 +67,7 @@ class DecisionAlongsidePrepareTest {
 
         @Override
         public void settle(String transactionalId, PreparedTransaction prepared, RuntimeException failure) {
-            throw new UnsupportedOperationException();
+            throw new UnsupportedOperationException("these tests complete no transaction through the decision");
         }
 
         @Override
