@@ -666,7 +666,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             ids = new ArrayList<>(this.held.keySet());
             ids.removeAll(this.renewed);
         }
-        int count = ids.isEmpty() ? 0 : renew(ids);
+        int count = ids.isEmpty() ? 0 : renew(ids).size();
         KafkaTransactionSession s = this.session;
         if (s != null && (s.state() == SessionState.IN_TRANSACTION || s.state() == SessionState.PREPARED)) {
             s.heartbeat();
@@ -674,12 +674,16 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         return count;
     }
 
-    /** Sends RENEW for these held records now; when nothing else is in flight, takes them back at once. */
-    private int renew(List<ShareRecordId> ids) {
+    /**
+     * Sends RENEW for these held records now; when nothing else is in flight, takes them back at once.
+     *
+     * @return the records whose RENEW went out, each mapped to whether the broker confirmed it (it still had the
+     *         record acquired by this consumer)
+     */
+    private Map<ShareRecordId, Boolean> renew(List<ShareRecordId> ids) {
         this.access.lock();
         try {
             synchronized (this.track) {
-                int count = 0;
                 long sentAt = System.nanoTime(); // the broker extends a lock when it gets the renewal, later
                 List<ShareRecordId> sent = new ArrayList<>();
                 for (ShareRecordId id : ids) {
@@ -687,7 +691,6 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     if (record != null && this.renewed.add(id)) {
                         this.delegate.acknowledge(record, AcknowledgeType.RENEW);
                         sent.add(id);
-                        count++;
                     }
                 }
                 Map<TopicIdPartition, Optional<KafkaException>> result = this.delegate.commitSync();
@@ -697,15 +700,18 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     log.warn("Renewing acquisition locks on {} failed: {}; those records may be delivered to another "
                             + "consumer", tip, e.toString());
                 }));
+                Map<ShareRecordId, Boolean> confirmed = new LinkedHashMap<>();
                 for (ShareRecordId id : sent) {
-                    if (!failed.contains(new TopicPartition(id.topic(), id.partition()))) {
+                    boolean ok = !failed.contains(new TopicPartition(id.topic(), id.partition()));
+                    if (ok) {
                         this.heldSince.put(id, sentAt); // a failed renewal extended nothing
                     }
+                    confirmed.put(id, ok);
                 }
                 if (allInFlightAcknowledged()) {
                     retake();
                 }
-                return count;
+                return confirmed;
             }
         }
         finally {
@@ -888,6 +894,59 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             // after the entry is in the log: if no lock had expired by now, a consumer that gets one of these
             // records later finds the entry, or waits for this transaction to end
             refuseExpiredLocks(s);
+            confirmStillHeld(s, additions.keySet());
+        }
+
+        /**
+         * (ledger) The broker confirms, after the entry is in the log, that this consumer still holds every record
+         * the transaction decided: a RENEW of each, waited for. A lock does not only end by expiring: when a share
+         * partition's leader fails over, or this member leaves the group, the records go to other consumers at
+         * once. One that got a record before the entry was in the log found nothing there and produced it; this
+         * transaction must then not commit. A record handed on after the confirmation is looked up by its new
+         * consumer, which finds this entry or waits for the transaction to end.
+         */
+        private void confirmStillHeld(TransactionSession s, Set<ShareRecordId> decided) {
+            TransactionalShareConsumer<K, V> consumer = TransactionalShareConsumer.this;
+            List<ShareRecordId> pendingRenewal;
+            synchronized (consumer.track) {
+                pendingRenewal = decided.stream().filter(consumer.renewed::contains).toList();
+            }
+            if (!pendingRenewal.isEmpty()) {
+                // renewed by the application and not back in the wrapped consumer's flight yet (a renewed record
+                // cannot be renewed again before a poll returns it): renewing everything else held takes them back
+                List<ShareRecordId> rest;
+                synchronized (consumer.track) {
+                    rest = new ArrayList<>(consumer.held.keySet());
+                    rest.removeAll(consumer.renewed);
+                }
+                renewOrAbort(s, rest);
+                refuseLostLocks(s);
+            }
+            renewOrAbort(s, new ArrayList<>(decided));
+            refuseLostLocks(s); // (taking them back may have found one gone)
+        }
+
+        private void renewOrAbort(TransactionSession s, List<ShareRecordId> ids) {
+            Map<ShareRecordId, Boolean> renewal;
+            try {
+                renewal = ids.isEmpty() ? Map.of() : renew(ids);
+            }
+            catch (RuntimeException ex) {
+                throw KafkaTransactionSession.of(s).abortOnly("the broker could not confirm that this consumer still "
+                        + "holds the records " + ids + " (" + ex + "): another consumer may be processing them, so "
+                        + "this output must not commit");
+            }
+            List<ShareRecordId> notHeld = new ArrayList<>();
+            renewal.forEach((id, held) -> {
+                if (!held) {
+                    notHeld.add(id);
+                }
+            });
+            if (!notHeld.isEmpty()) {
+                throw KafkaTransactionSession.of(s).abortOnly("the broker no longer has the records " + notHeld
+                        + " acquired by this consumer (its share partition's leader failed over, or the consumer "
+                        + "left the group): another consumer may be processing them, so this output must not commit");
+            }
         }
 
         /** A record of the transaction lost its lock while it was open: its output must not commit. */
