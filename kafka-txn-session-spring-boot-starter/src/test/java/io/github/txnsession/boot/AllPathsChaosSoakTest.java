@@ -367,7 +367,8 @@ class AllPathsChaosSoakTest {
                         seen.add(r.value());
                     }
                     else if (path.seenKeys.merge(r.key(), 1, Integer::sum) > 1) {
-                        violations.add(path.name + ": " + r.key() + " produced twice (offset " + r.offset() + ")");
+                        violations.add(path.name + ": " + r.key() + " produced twice (offset " + r.offset()
+                                + "; the listener ran on it: " + DELIVERIES.get(r.key()) + ")");
                     }
                 }
             }
@@ -457,6 +458,9 @@ class AllPathsChaosSoakTest {
         }
     }
 
+    /** Each queue task's runs of the listener (thread, delivery count, time): a duplicate's report names them. */
+    static final Map<String, List<String>> DELIVERIES = new ConcurrentHashMap<>();
+
     /** The loop and the queue: a programmatic loop over a bound consumer, and a share worker with a ledger. */
     @Configuration(proxyBeanMethods = false)
     @EnableAutoConfiguration
@@ -485,6 +489,9 @@ class AllPathsChaosSoakTest {
                     "soak-workers", consumers, transactionManager, env.getRequiredProperty("queue.group"),
                     List.of(env.getRequiredProperty("queue.in")), StringDeserializer::new, StringDeserializer::new,
                     task -> {
+                        DELIVERIES.computeIfAbsent(task.key(), k -> new CopyOnWriteArrayList<>())
+                            .add(Thread.currentThread().getName() + " delivery " + task.deliveryCount().orElse((short) 0)
+                                    + " at " + java.time.LocalTime.now());
                         template.send(out, task.key(), "done-" + task.value());
                         return AcknowledgeType.ACCEPT;
                     });

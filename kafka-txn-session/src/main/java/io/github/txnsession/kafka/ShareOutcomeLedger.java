@@ -22,6 +22,7 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -33,6 +34,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
@@ -55,8 +57,11 @@ import org.slf4j.LoggerFactory;
  * The ledger is a compacted Kafka topic with one entry per share group and transactional id. Every transaction of a
  * bound share consumer that acknowledges records (ACCEPT or REJECT) also writes, in the same transaction, its
  * session's entry: the coordinates and outcome of every record whose outcome committed and whose acknowledgement is
- * not yet confirmed by the broker. So the entry becomes visible exactly when the output does. When the group delivers
- * a record again ({@code deliveryCount() > 1}), the consumer looks it up first:
+ * not yet confirmed by the broker. So the entry becomes visible exactly when the output does. The consumer looks up
+ * every record a poll returns before handing it to the application, not only those the group says it delivers again
+ * ({@code deliveryCount() > 1}): a share partition whose leader failed over can deliver a record again with a delivery
+ * count of 1 (the old leader's acquisition was never written to the share group's state; the starter's
+ * {@code AllPathsChaosSoakTest} saw a record whose acknowledgement failed that way come back as a first delivery):
  * <ol>
  * <li>it reads the ledger's high watermark, and waits until the last stable offset reaches it, so a
  * transaction that was open when the record came back (a worker's commit in flight) has ended;</li>
@@ -83,9 +88,18 @@ import org.slf4j.LoggerFactory;
  * have the records by then. After writing and flushing its entry, a transaction checks that no record's lock can have
  * expired yet, measured from the start of the poll before the one that returned the record (the consumer fetches at
  * most one batch ahead with {@code share.acquire.mode=record_limit}), or from its last successful renewal; otherwise
- * it refuses to commit ({@link SessionAbortableException}). So an entry that commits was in the log before any of its
- * records could go to another consumer, whose lookup then finds it or waits for its transaction. A transaction whose
- * record's renewal was lost refuses too.
+ * it refuses to commit ({@link SessionAbortableException}). A lock does not only end by expiring: when the share
+ * partition's leader fails over, or the consumer leaves the group, the broker hands its records to other consumers at
+ * once. So the transaction then also asks the broker whether the consumer still holds every record it decided (a
+ * {@code RENEW} of each, waited for: one round trip per transaction) and refuses to commit if not. So an entry that
+ * commits was in the log before any of its records could go to another consumer, whose lookup then finds it or waits
+ * for its transaction. A transaction whose record's renewal was lost refuses too.
+ *
+ * <h2>Cost</h2>
+ * A lookup per poll: the ledger's two end offsets (one round trip, both asked at once), a wait while a transaction on
+ * it is open (entries are written last, just before their commit, so this is short), and reading what is new.
+ * Consumers sharing one ledger object share a read begun after their poll returned. Plus the confirmation above: one
+ * round trip per transaction.
  *
  * <h2>Not guaranteed</h2>
  * <ul>
@@ -129,6 +143,9 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     /** group id, then writer (transactional id), then the outcomes its last committed entry names; under itself */
     private final Map<String, Map<String, Map<ShareRecordId, AcknowledgeType>>> entries = new HashMap<>();
     private final Map<String, StartOffsets> startOffsets = new ConcurrentHashMap<>();
+    /** when the last complete read up to the ledger's end began ({@link System#nanoTime()}); under {@link #entries} */
+    private long lastCatchUpStart;
+    private boolean caughtUp;
     /**
      * per entry key: what this process wrote through one session object; shared by every ledger object of the same
      * cluster and topic in this process (each must build on what the others wrote); its own lock
@@ -383,14 +400,21 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     }
 
     /**
-     * Which of {@code ids} (records of {@code groupId} delivered again) have a committed outcome, after waiting for
-     * the ledger's open transactions.
+     * Which of {@code ids} (records of {@code groupId} a poll returned) have a committed outcome, after waiting for
+     * the ledger's open transactions. The ledger is read up to where it ended after the records were acquired (the
+     * call comes after the poll returned them): a read another thread began after this call started serves too.
      *
      * @throws TimeoutException if the ledger could not be read up to date within the lookup timeout
      */
     Map<ShareRecordId, AcknowledgeType> lookup(String groupId, Collection<ShareRecordId> ids) {
+        long acquiredBefore = System.nanoTime();
         synchronized (this.entries) {
-            catchUp();
+            if (!this.caughtUp || this.lastCatchUpStart - acquiredBefore < 0) {
+                long start = System.nanoTime();
+                catchUp();
+                this.caughtUp = true;
+                this.lastCatchUpStart = start;
+            }
             Map<ShareRecordId, AcknowledgeType> found = new LinkedHashMap<>();
             Map<String, Map<ShareRecordId, AcknowledgeType>> writers = this.entries.getOrDefault(groupId, Map.of());
             for (ShareRecordId id : ids) {
@@ -454,10 +478,16 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     private void catchUp() {
         long deadline = System.nanoTime() + this.lookupTimeout.toNanos();
         Set<TopicPartition> partitions = this.reader.assignment();
-        Map<TopicPartition, Long> highWatermarks = endOffsets(partitions, IsolationLevel.READ_UNCOMMITTED, deadline);
+        // both ends asked at once: the ledger is usually stable (entries are written last, just before a commit)
+        KafkaFuture<Map<TopicPartition, ListOffsetsResultInfo>> ends = endOffsets(partitions,
+                IsolationLevel.READ_UNCOMMITTED);
+        KafkaFuture<Map<TopicPartition, ListOffsetsResultInfo>> stableEnds = endOffsets(partitions,
+                IsolationLevel.READ_COMMITTED);
+        Map<TopicPartition, Long> highWatermarks = await(ends, deadline);
+        Map<TopicPartition, Long> stable = await(stableEnds, deadline);
         while (true) {
-            Map<TopicPartition, Long> stable = endOffsets(partitions, IsolationLevel.READ_COMMITTED, deadline);
-            if (highWatermarks.entrySet().stream().allMatch(e -> stable.getOrDefault(e.getKey(), -1L) >= e.getValue())) {
+            Map<TopicPartition, Long> lso = stable;
+            if (highWatermarks.entrySet().stream().allMatch(e -> lso.getOrDefault(e.getKey(), -1L) >= e.getValue())) {
                 break;
             }
             if (System.nanoTime() > deadline) {
@@ -466,12 +496,13 @@ public final class ShareOutcomeLedger implements AutoCloseable {
                         + highWatermarks + "); whether redelivered records were committed cannot be told yet");
             }
             try {
-                Thread.sleep(10); // the coordinator writes markers within milliseconds; no notification exists
+                Thread.sleep(2); // the coordinator writes markers within milliseconds; no notification exists
             }
             catch (InterruptedException ex) {
                 Thread.currentThread().interrupt();
                 throw new InterruptException(ex);
             }
+            stable = await(endOffsets(partitions, IsolationLevel.READ_COMMITTED), deadline);
         }
         while (highWatermarks.entrySet().stream().anyMatch(e -> this.reader.position(e.getKey()) < e.getValue())) {
             if (System.nanoTime() > deadline) {
@@ -490,15 +521,19 @@ public final class ShareOutcomeLedger implements AutoCloseable {
         }
     }
 
-    private Map<TopicPartition, Long> endOffsets(Set<TopicPartition> partitions, IsolationLevel isolation,
-            long deadline) {
+    private KafkaFuture<Map<TopicPartition, ListOffsetsResultInfo>> endOffsets(Set<TopicPartition> partitions,
+            IsolationLevel isolation) {
         Map<TopicPartition, OffsetSpec> latest = partitions.stream()
             .collect(Collectors.toMap(tp -> tp, tp -> OffsetSpec.latest()));
+        return this.admin.listOffsets(latest, new ListOffsetsOptions(isolation)).all();
+    }
+
+    private Map<TopicPartition, Long> await(KafkaFuture<Map<TopicPartition, ListOffsetsResultInfo>> ends,
+            long deadline) {
         long left = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
         try {
             Map<TopicPartition, Long> offsets = new HashMap<>();
-            this.admin.listOffsets(latest, new ListOffsetsOptions(isolation)).all().get(left, TimeUnit.MILLISECONDS)
-                .forEach((tp, info) -> offsets.put(tp, info.offset()));
+            ends.get(left, TimeUnit.MILLISECONDS).forEach((tp, info) -> offsets.put(tp, info.offset()));
             return offsets;
         }
         catch (ExecutionException ex) {

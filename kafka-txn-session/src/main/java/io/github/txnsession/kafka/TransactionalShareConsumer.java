@@ -480,9 +480,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     }
 
     /**
-     * With a ledger: records delivered again whose outcome committed are acknowledged with that outcome here and
-     * left out. If the ledger cannot be read, the records delivered again are released (they come back later) rather
-     * than risk a second output. Caller holds {@link #access}.
+     * With a ledger: records whose outcome committed already (delivered again after their acknowledgement was lost)
+     * are acknowledged with that outcome here and left out. Every record is looked up, whatever its delivery count:
+     * after a share leader's failover a record can come again as a first delivery. If the ledger cannot be read, the
+     * records are released (they come back later) rather than risk a second output. Caller holds {@link #access}.
      */
     private ConsumerRecords<K, V> settleRedeliveries(ConsumerRecords<K, V> records) {
         ShareOutcomeLedger l = this.ledger;
@@ -490,21 +491,14 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             return records;
         }
         List<ConsumerRecord<K, V>> again = new ArrayList<>();
-        for (ConsumerRecord<K, V> r : records) {
-            if (r.deliveryCount().orElse((short) 1) > 1) {
-                again.add(r);
-            }
-        }
-        if (again.isEmpty()) {
-            return records;
-        }
+        records.forEach(again::add);
         Map<ShareRecordId, AcknowledgeType> done;
         try {
             done = l.lookup(this.groupId, again.stream().map(ShareRecordId::of).toList());
         }
         catch (KafkaException ex) {
             log.warn("Share group '{}': the outcome ledger could not be read ({}); releasing the {} record(s) "
-                    + "delivered again, which come back later", this.groupId, ex.toString(), again.size());
+                    + "the poll returned, which come back later", this.groupId, ex.toString(), again.size());
             for (ConsumerRecord<K, V> r : again) {
                 this.delegate.acknowledge(r, AcknowledgeType.RELEASE);
             }

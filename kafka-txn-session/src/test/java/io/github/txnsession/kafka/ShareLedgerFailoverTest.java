@@ -79,8 +79,6 @@ class ShareLedgerFailoverTest {
                         new StringSerializer());
                 List<ConsumerRecord<String, String>> again = pollNonEmpty(b);
                 assertThat(again).extracting(ConsumerRecord::value).containsExactly("in-0");
-                // the new leader counts the lost acquisition as a delivery: b looks the ledger up (and finds nothing)
-                assertThat(again.get(0).deliveryCount()).hasValue((short) 2);
                 second.beginTransaction();
                 for (ConsumerRecord<String, String> r : again) {
                     outB.send(new ProducerRecord<>(output, r.value(), "from-b"));

@@ -77,6 +77,7 @@ public final class DecisionLog {
 
     /** The escape character of LIKE patterns: not a backslash, which MySQL and MariaDB read as a string escape. */
     private static final char LIKE_ESCAPE = '!';
+    private static final String POSTGRESQL = "PostgreSQL";
 
     private final String table;
     /** by database URL: whether the table has the unique key the one-statement upsert needs */
@@ -344,15 +345,54 @@ public final class DecisionLog {
     }
 
     /**
+     * PostgreSQL: the DELETE commits without waiting for its write-ahead log to reach the disk ({@code SET LOCAL
+     * synchronous_commit TO OFF}, for this transaction only). The flush it saves is the one the next transaction's
+     * commit would otherwise wait behind (their flushes are serialized), and durability is not needed here: the log is
+     * written in order, so the next decision's commit makes the deletion durable too, and the WAL writer flushes it
+     * within about a second anyway. Only a database crash in between brings the row back; recovery then finds
+     * a transaction that committed, or (if the id has since run transactions without a decision) reports it in doubt:
+     * never a wrong outcome.
+     */
+    private boolean clearWithoutWaitingForTheFlush(Connection con, DecisionRecord record) throws SQLException {
+        boolean auto = con.getAutoCommit();
+        con.setAutoCommit(false);
+        try {
+            try (Statement st = con.createStatement()) {
+                st.execute("SET LOCAL synchronous_commit TO OFF");
+            }
+            boolean deleted = clear(con, record.transactionalId(), record.preparedTransaction());
+            con.commit();
+            return deleted;
+        }
+        catch (SQLException | RuntimeException ex) {
+            try {
+                con.rollback();
+            }
+            catch (SQLException again) {
+                ex.addSuppressed(again);
+            }
+            throw ex;
+        }
+        finally {
+            con.setAutoCommit(auto);
+        }
+    }
+
+    /**
      * Deletes a row in its own transaction; see {@link #clear(Connection, String, PreparedTransaction)}.
      *
-     * @param dataSource the database holding the log; a connection of its own is used, in auto-commit mode
+     * @param dataSource the database holding the log; a connection of its own is used, in auto-commit mode (on
+     *        PostgreSQL in a transaction of its own whose commit does not wait for the log flush: nothing needs the
+     *        deletion durable at once)
      * @param record the row to delete: its transactional id, producer id and epoch
      * @return whether a row was deleted
      * @throws DecisionLogException if the database cannot be reached or the row cannot be deleted
      */
     public boolean clear(DataSource dataSource, DecisionRecord record) {
         try (Connection con = dataSource.getConnection()) {
+            if (POSTGRESQL.equals(con.getMetaData().getDatabaseProductName())) {
+                return clearWithoutWaitingForTheFlush(con, record);
+            }
             boolean auto = con.getAutoCommit();
             con.setAutoCommit(true);
             try {
