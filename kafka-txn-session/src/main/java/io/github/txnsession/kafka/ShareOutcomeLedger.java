@@ -5,6 +5,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -96,8 +97,10 @@ import org.slf4j.LoggerFactory;
  * for its transaction. A transaction whose record's renewal was lost refuses too.
  *
  * <h2>Cost</h2>
- * A lookup per poll: the ledger's two end offsets (one round trip, both asked at once), a wait while a transaction on
- * it is open (entries are written last, just before their commit, so this is short), and reading what is new.
+ * A lookup per poll: the ledger's two end offsets (one round trip, both asked at once) and reading what is new.
+ * While transactions on the ledger are open, it reads what they write (read uncommitted) and waits for their outcome
+ * only if one of them names a polled record: a worker that died between writing its entry and committing holds up the
+ * lookups of its own records until its transaction is aborted ({@code transaction.timeout.ms}), not everyone's.
  * Consumers sharing one ledger object share a read begun after their poll returned. Plus the confirmation above: one
  * round trip per transaction.
  *
@@ -140,6 +143,8 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     private final Duration lookupTimeout;
     private final Admin admin;
     private final KafkaConsumer<byte[], byte[]> reader;
+    /** reads what open transactions write to the ledger (read uncommitted), to tell whether a lookup must wait */
+    private final KafkaConsumer<byte[], byte[]> pendingReader;
     /** group id, then writer (transactional id), then the outcomes its last committed entry names; under itself */
     private final Map<String, Map<String, Map<ShareRecordId, AcknowledgeType>>> entries = new HashMap<>();
     private final Map<String, StartOffsets> startOffsets = new ConcurrentHashMap<>();
@@ -206,6 +211,12 @@ public final class ShareOutcomeLedger implements AutoCloseable {
             readerConfigs.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
             readerConfigs.putIfAbsent(ConsumerConfig.CLIENT_ID_CONFIG, "txn-session-share-ledger-" + topic);
             this.reader = new KafkaConsumer<>(readerConfigs, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+            Map<String, Object> pendingConfigs = new HashMap<>(readerConfigs);
+            pendingConfigs.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_uncommitted");
+            pendingConfigs.put(ConsumerConfig.CLIENT_ID_CONFIG, readerConfigs.get(ConsumerConfig.CLIENT_ID_CONFIG)
+                    + "-open");
+            this.pendingReader = new KafkaConsumer<>(pendingConfigs, new ByteArrayDeserializer(),
+                    new ByteArrayDeserializer());
             try {
                 List<TopicPartition> assigned = new ArrayList<>();
                 for (int p = 0; p < partitions; p++) {
@@ -213,9 +224,11 @@ public final class ShareOutcomeLedger implements AutoCloseable {
                 }
                 this.reader.assign(assigned);
                 this.reader.seekToBeginning(assigned);
+                this.pendingReader.assign(assigned);
             }
             catch (RuntimeException ex) {
                 this.reader.close(Duration.ZERO);
+                this.pendingReader.close(Duration.ZERO);
                 throw ex;
             }
         }
@@ -365,7 +378,7 @@ public final class ShareOutcomeLedger implements AutoCloseable {
         }
         Map<ShareRecordId, AcknowledgeType> read;
         synchronized (this.entries) {
-            catchUp();
+            catchUp(null, null);
             read = new HashMap<>(this.entries.getOrDefault(groupId, Map.of()).getOrDefault(writer, Map.of()));
         }
         synchronized (this.written) {
@@ -411,9 +424,10 @@ public final class ShareOutcomeLedger implements AutoCloseable {
         synchronized (this.entries) {
             if (!this.caughtUp || this.lastCatchUpStart - acquiredBefore < 0) {
                 long start = System.nanoTime();
-                catchUp();
-                this.caughtUp = true;
-                this.lastCatchUpStart = start;
+                if (catchUp(groupId, ids)) {
+                    this.caughtUp = true;
+                    this.lastCatchUpStart = start;
+                }
             }
             Map<ShareRecordId, AcknowledgeType> found = new LinkedHashMap<>();
             Map<String, Map<ShareRecordId, AcknowledgeType>> writers = this.entries.getOrDefault(groupId, Map.of());
@@ -474,8 +488,19 @@ public final class ShareOutcomeLedger implements AutoCloseable {
         }
     }
 
-    /** Reads the ledger up to every partition's high watermark, once no transaction below it is open. */
-    private void catchUp() {
+    /**
+     * Reads the ledger's committed entries as far as the caller needs them. Entries committed before the records of
+     * {@code ids} were acquired lie below the high watermark read now; those of transactions still open there are
+     * either about other records, or the lookup must wait for their outcome. So: read what is committed (up to the
+     * last stable offset); if transactions are still open below the high watermark, look at what they write (read
+     * uncommitted); unless one of them names a record of {@code ids}, that is enough. Otherwise (or without
+     * {@code ids}) wait until they ended and read up to the high watermark.
+     *
+     * @param groupId the group of {@code ids}; null with {@code ids}
+     * @param ids the records looked up; null to read up to the high watermark in any case
+     * @return whether everything up to the high watermark was read (nothing open below it any more)
+     */
+    private boolean catchUp(@Nullable String groupId, @Nullable Collection<ShareRecordId> ids) {
         long deadline = System.nanoTime() + this.lookupTimeout.toNanos();
         Set<TopicPartition> partitions = this.reader.assignment();
         // both ends asked at once: the ledger is usually stable (entries are written last, just before a commit)
@@ -485,11 +510,13 @@ public final class ShareOutcomeLedger implements AutoCloseable {
                 IsolationLevel.READ_COMMITTED);
         Map<TopicPartition, Long> highWatermarks = await(ends, deadline);
         Map<TopicPartition, Long> stable = await(stableEnds, deadline);
-        while (true) {
-            Map<TopicPartition, Long> lso = stable;
-            if (highWatermarks.entrySet().stream().allMatch(e -> lso.getOrDefault(e.getKey(), -1L) >= e.getValue())) {
-                break;
+        if (ids != null && groupId != null && !isStable(highWatermarks, stable)) {
+            readCommittedUpTo(stable, deadline);
+            if (!namedWhileOpen(groupId, ids, stable, highWatermarks, deadline)) {
+                return false;
             }
+        }
+        while (!isStable(highWatermarks, stable)) {
             if (System.nanoTime() > deadline) {
                 throw new TimeoutException("Share outcome ledger '" + this.topic + "': a transaction on it stayed open "
                         + "for " + this.lookupTimeout + " (last stable offsets " + stable + ", high watermarks "
@@ -504,10 +531,19 @@ public final class ShareOutcomeLedger implements AutoCloseable {
             }
             stable = await(endOffsets(partitions, IsolationLevel.READ_COMMITTED), deadline);
         }
-        while (highWatermarks.entrySet().stream().anyMatch(e -> this.reader.position(e.getKey()) < e.getValue())) {
+        readCommittedUpTo(highWatermarks, deadline);
+        return true;
+    }
+
+    private static boolean isStable(Map<TopicPartition, Long> highWatermarks, Map<TopicPartition, Long> stable) {
+        return highWatermarks.entrySet().stream().allMatch(e -> stable.getOrDefault(e.getKey(), -1L) >= e.getValue());
+    }
+
+    private void readCommittedUpTo(Map<TopicPartition, Long> ends, long deadline) {
+        while (ends.entrySet().stream().anyMatch(e -> this.reader.position(e.getKey()) < e.getValue())) {
             if (System.nanoTime() > deadline) {
-                throw new TimeoutException("Share outcome ledger '" + this.topic + "': reading it up to "
-                        + highWatermarks + " took longer than " + this.lookupTimeout);
+                throw new TimeoutException("Share outcome ledger '" + this.topic + "': reading it up to " + ends
+                        + " took longer than " + this.lookupTimeout);
             }
             for (ConsumerRecord<byte[], byte[]> r : this.reader.poll(Duration.ofMillis(100))) {
                 try {
@@ -518,6 +554,63 @@ public final class ShareOutcomeLedger implements AutoCloseable {
                             r.topic(), r.partition(), r.offset(), ex.toString());
                 }
             }
+        }
+    }
+
+    /**
+     * Whether an entry written between the last stable offset and the high watermark (by a transaction that may still
+     * be open, or has ended since) names one of {@code ids}. Read uncommitted; a malformed entry counts as naming them.
+     */
+    private boolean namedWhileOpen(String groupId, Collection<ShareRecordId> ids, Map<TopicPartition, Long> from,
+            Map<TopicPartition, Long> to, long deadline) {
+        Set<ShareRecordId> wanted = Set.copyOf(ids);
+        Set<TopicPartition> open = new HashSet<>();
+        to.forEach((tp, end) -> {
+            long start = from.getOrDefault(tp, 0L);
+            if (start < end) {
+                open.add(tp);
+            }
+            this.pendingReader.seek(tp, Math.min(start, end)); // (a partition without an open range reads nothing)
+        });
+        while (open.stream().anyMatch(tp -> this.pendingReader.position(tp) < to.get(tp))) {
+            if (System.nanoTime() > deadline) {
+                return true; // not read in time: wait for the outcome instead
+            }
+            for (ConsumerRecord<byte[], byte[]> r : this.pendingReader.poll(Duration.ofMillis(100))) {
+                if (r.offset() >= to.getOrDefault(new TopicPartition(r.topic(), r.partition()), 0L)
+                        || r.key() == null || r.value() == null) {
+                    continue;
+                }
+                String group = groupOf(new String(r.key(), StandardCharsets.UTF_8));
+                if (group == null) {
+                    continue; // not an entry of this ledger
+                }
+                if (!group.equals(groupId)) {
+                    continue;
+                }
+                try {
+                    Map<ShareRecordId, AcknowledgeType> named = decode(new String(r.value(), StandardCharsets.UTF_8));
+                    if (named.keySet().stream().anyMatch(wanted::contains)) {
+                        return true;
+                    }
+                }
+                catch (RuntimeException malformed) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /** @return the group of an entry's key, or null for a key this ledger did not write */
+    private static @Nullable String groupOf(String key) {
+        int colon = key.indexOf(':');
+        try {
+            int length = Integer.parseInt(key.substring(0, colon));
+            return key.substring(colon + 1, colon + 1 + length);
+        }
+        catch (RuntimeException ex) {
+            return null;
         }
     }
 
@@ -629,6 +722,7 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     public void close() {
         synchronized (this.entries) {
             this.reader.close(Duration.ofSeconds(5));
+            this.pendingReader.close(Duration.ofSeconds(5));
         }
         this.admin.close(Duration.ofSeconds(5));
     }

@@ -93,6 +93,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
 
     private static final Logger log = LoggerFactory.getLogger(TransactionalShareConsumer.class);
     private static final Duration RETAKE_TIMEOUT = Duration.ofSeconds(15);
+    /** how long a lock renewal waits for the broker's answer; no answer: not renewed */
+    private static final Duration RENEW_TIMEOUT = Duration.ofSeconds(10);
 
     private final ShareConsumer<K, V> delegate;
     private final String groupId;
@@ -126,7 +128,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     /** (ledger) outgoing acknowledgements dropped without being sent during the last flush; under track */
     private final Set<ShareRecordId> droppedUnsent = new HashSet<>();
     /** (ledger) partitions whose acknowledgements the broker confirmed during the last flush; under track */
-    private final Set<TopicPartition> confirmedPartitions = new HashSet<>();
+    /** (ledger) acknowledgements handed to the wrapped consumer since its last commitSync; under track */
+    private final Set<ShareRecordId> sentUnanswered = new HashSet<>();
+    /** (ledger) acknowledgements of this flush the broker answered without error; under track */
+    private final Set<ShareRecordId> answeredOk = new HashSet<>();
     /** share.acquire.mode as configured (null: the broker's default) */
     private final @Nullable String acquireMode;
     /**
@@ -462,6 +467,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             long pollStart = System.nanoTime();
             long now = this.previousPollStart == 0 ? pollStart : this.previousPollStart;
             this.previousPollStart = pollStart;
+            this.sentUnanswered.clear(); // what goes out with a poll is never counted as confirmed
             ConsumerRecords<K, V> records = settleRedeliveries(this.delegate.poll(timeout));
             this.delegate.acquisitionLockTimeoutMs().ifPresent(ms -> this.lockTimeoutMs = ms);
             synchronized (this.track) {
@@ -687,16 +693,23 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                         sent.add(id);
                     }
                 }
-                Map<TopicIdPartition, Optional<KafkaException>> result = this.delegate.commitSync();
-                Set<TopicPartition> failed = new HashSet<>();
-                result.forEach((tip, error) -> error.ifPresent(e -> {
-                    failed.add(new TopicPartition(tip.topic(), tip.partition()));
-                    log.warn("Renewing acquisition locks on {} failed: {}; those records may be delivered to another "
-                            + "consumer", tip, e.toString());
-                }));
+                this.sentUnanswered.clear(); // (acknowledgements going out with a renewal are not counted)
+                Map<TopicIdPartition, Optional<KafkaException>> result = this.delegate.commitSync(RENEW_TIMEOUT);
+                Set<TopicPartition> answered = new HashSet<>();
+                result.forEach((tip, error) -> {
+                    if (error.isEmpty()) {
+                        answered.add(new TopicPartition(tip.topic(), tip.partition()));
+                    }
+                    else {
+                        log.warn("Renewing acquisition locks on {} failed: {}; those records may be delivered to "
+                                + "another consumer", tip, error.get().toString());
+                    }
+                });
                 Map<ShareRecordId, Boolean> confirmed = new LinkedHashMap<>();
                 for (ShareRecordId id : sent) {
-                    boolean ok = !failed.contains(new TopicPartition(id.topic(), id.partition()));
+                    // renewed only when the broker answered for its partition without error (a partition left out
+                    // of the answer, e.g. its leader gone from the client's metadata, renewed nothing)
+                    boolean ok = answered.contains(new TopicPartition(id.topic(), id.partition()));
                     if (ok) {
                         this.heldSince.put(id, sentAt); // a failed renewal extended nothing
                     }
@@ -729,6 +742,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             long pollStart = System.nanoTime();
             long acquiredAfter = this.previousPollStart == 0 ? pollStart : this.previousPollStart;
             this.previousPollStart = pollStart;
+            this.sentUnanswered.clear();
             ConsumerRecords<K, V> records = this.delegate.poll(Duration.ofMillis(100));
             if (records.isEmpty()) {
                 continue;
@@ -775,7 +789,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      */
     private Set<TopicIdPartition> flushOutgoing(boolean commit) {
         this.droppedUnsent.clear();
-        this.confirmedPartitions.clear();
+        this.answeredOk.clear();
         Set<TopicIdPartition> failed = new HashSet<>();
         sendInFlight();
         if (!this.outgoing.isEmpty() && allInFlightAcknowledged()) {
@@ -803,6 +817,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             }
             else if (!this.renewed.contains(e.getKey())) {
                 this.delegate.acknowledge(record, e.getValue());
+                this.sentUnanswered.add(e.getKey());
                 this.held.remove(e.getKey());
                 this.heldSince.remove(e.getKey());
                 it.remove();
@@ -810,19 +825,30 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         }
     }
 
+    /**
+     * Sends what was acknowledged and waits for the answer. An acknowledgement counts as confirmed only when this
+     * call's answer names its partition without error.
+     */
     private Set<TopicIdPartition> commitSync0() {
         Map<TopicIdPartition, Optional<KafkaException>> result = this.delegate.commitSync();
         Set<TopicIdPartition> failed = new HashSet<>();
+        Set<TopicPartition> answered = new HashSet<>();
         result.forEach((tip, error) -> {
             if (error.isEmpty()) {
-                this.confirmedPartitions.add(new TopicPartition(tip.topic(), tip.partition()));
+                answered.add(new TopicPartition(tip.topic(), tip.partition()));
             }
-            if (error.isPresent()) {
+            else {
                 failed.add(tip);
                 log.warn("Share group '{}': acknowledgements on {} failed: {}", this.groupId, tip,
                         error.get().toString());
             }
         });
+        for (ShareRecordId id : this.sentUnanswered) {
+            if (answered.contains(new TopicPartition(id.topic(), id.partition()))) {
+                this.answeredOk.add(id);
+            }
+        }
+        this.sentUnanswered.clear();
         return failed;
     }
 
@@ -913,14 +939,15 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     rest = new ArrayList<>(consumer.held.keySet());
                     rest.removeAll(consumer.renewed);
                 }
-                renewOrAbort(s, rest);
+                renewOrAbort(s, rest, false);
                 refuseLostLocks(s);
             }
-            renewOrAbort(s, new ArrayList<>(decided));
+            renewOrAbort(s, new ArrayList<>(decided), true);
             refuseLostLocks(s); // (taking them back may have found one gone)
         }
 
-        private void renewOrAbort(TransactionSession s, List<ShareRecordId> ids) {
+        /** @param all whether every one of {@code ids} must be confirmed (else: those the renewal sent) */
+        private void renewOrAbort(TransactionSession s, List<ShareRecordId> ids, boolean all) {
             Map<ShareRecordId, Boolean> renewal;
             try {
                 renewal = ids.isEmpty() ? Map.of() : renew(ids);
@@ -931,11 +958,13 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                         + "this output must not commit");
             }
             List<ShareRecordId> notHeld = new ArrayList<>();
-            renewal.forEach((id, held) -> {
-                if (!held) {
+            for (ShareRecordId id : ids) {
+                // a record this renewal did not send (no longer held, or renewed elsewhere and not back yet) is not
+                // confirmed either
+                if (all ? !Boolean.TRUE.equals(renewal.get(id)) : Boolean.FALSE.equals(renewal.get(id))) {
                     notHeld.add(id);
                 }
-            });
+            }
             if (!notHeld.isEmpty()) {
                 throw KafkaTransactionSession.of(s).abortOnly("the broker no longer has the records " + notHeld
                         + " acquired by this consumer (its share partition's leader failed over, or the consumer "
@@ -1135,7 +1164,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             TopicPartition tp = new TopicPartition(id.topic(), id.partition());
             // confirmed only when the broker answered for its partition without error
             if (!this.outgoing.containsKey(id) && !this.droppedUnsent.contains(id) && !failedPartitions.contains(tp)
-                    && this.confirmedPartitions.contains(tp)) {
+                    && this.answeredOk.contains(id)) {
                 this.confirmed.add(id);
             }
         }
@@ -1201,6 +1230,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     flushOutgoing(false);
                 }
             }
+            this.sentUnanswered.clear(); // (the application's call: its answer is the application's)
             return timeout == null ? this.delegate.commitSync() : this.delegate.commitSync(timeout);
         }
         finally {
@@ -1218,6 +1248,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     flushOutgoing(false);
                 }
             }
+            this.sentUnanswered.clear();
             this.delegate.commitAsync();
         }
         finally {
