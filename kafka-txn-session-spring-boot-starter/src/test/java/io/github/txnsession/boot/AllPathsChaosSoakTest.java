@@ -83,7 +83,7 @@ import org.springframework.transaction.support.TransactionTemplate;
  * prefix of the input in order (nothing duplicated, nothing skipped), the queue's output has no key twice, and no path
  * with input left goes 60 s without output. At the end: every input exactly once on every path, one row per input of
  * the two-phase path and no decision row left, nothing lost or in doubt, no hanging transaction.
- * <p>Duration: {@code txnsession.soak.seconds} (default 15; {@code -Pchaos-full}: 600). Replay:
+ * <p>Duration: {@code txnsession.soak.seconds} (default 12; {@code -Pchaos-full}: 600). Replay:
  * {@code -Dtxnsession.soak.seed=N}.
  */
 class AllPathsChaosSoakTest {
@@ -190,7 +190,7 @@ class AllPathsChaosSoakTest {
     @Test
     void everyPathExactlyOnceThroughRandomFaults() throws Exception {
         long seed = Long.getLong("txnsession.soak.seed", System.nanoTime());
-        Duration soak = Duration.ofSeconds(Integer.getInteger("txnsession.soak.seconds", 15));
+        Duration soak = Duration.ofSeconds(Integer.getInteger("txnsession.soak.seconds", 12));
         Random random = new Random(seed);
         Admin admin = kafka.cluster().admin();
         Path listener = new Path("listener", "soak-l-in", "soak-l-out", true);
@@ -353,6 +353,7 @@ class AllPathsChaosSoakTest {
             consumer.assign(outputs);
             consumer.seekToBeginning(outputs);
             while (reading.get()) {
+                check(paths, violations); // continuously, not only between faults (a fault may take a while)
                 for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
                     Path path = byOutput.get(r.topic());
                     long now = System.nanoTime();
@@ -381,7 +382,7 @@ class AllPathsChaosSoakTest {
     }
 
     /** No path with input left may go longer than {@link #MAX_STALL} without output. */
-    private static void check(List<Path> paths, List<String> violations) {
+    private static synchronized void check(List<Path> paths, List<String> violations) {
         long now = System.nanoTime();
         for (Path path : paths) {
             if (path.seenTotal() < path.sentTotal() && now - path.lastOutputNanos > MAX_STALL.toNanos()) {

@@ -56,7 +56,7 @@ import static org.awaitility.Awaitility.await;
  * would leave a row without its output; a duplicate would be refused by the primary key and retried forever), the
  * group's offsets at the end, no decision row left, and no hanging transaction of the pool's ids.
  *
- * <p>Records per partition: {@code txnsession.listener.bounce.records} (default 100;
+ * <p>Records per partition: {@code txnsession.listener.bounce.records} (default 60;
  * {@code -Pbounce-full}: 2,500, i.e. 10,000 records per variant).
  */
 class ListenerBrokerBounceTest {
@@ -73,7 +73,7 @@ class ListenerBrokerBounceTest {
 
     @Test
     void everyInputExactlyOnceThroughTheListenerWhileBrokersBounce() throws Exception {
-        copyWhileBrokersBounce("bounce-listener-", Integer.getInteger("txnsession.listener.bounce.records", 100),
+        copyWhileBrokersBounce("bounce-listener-", Integer.getInteger("txnsession.listener.bounce.records", 60),
                 null, CommittedReader.KAFKA_ONLY);
     }
 
@@ -81,7 +81,7 @@ class ListenerBrokerBounceTest {
     void everyInputExactlyOnceWithItsRowThroughTwoPhaseCommitWhileBrokersBounce() throws Exception {
         try (EmbeddedPostgres postgres = EmbeddedPostgres.builder().start()) {
             String url = postgres.getJdbcUrl("postgres", "postgres");
-            copyWhileBrokersBounce("bounce-2pc-", Integer.getInteger("txnsession.listener.bounce.records", 100), url,
+            copyWhileBrokersBounce("bounce-2pc-", Integer.getInteger("txnsession.listener.bounce.records", 60), url,
                     "spring.datasource.url=" + url, "spring.datasource.username=postgres",
                     "spring.datasource.password=postgres", "kafka.txn-session.jdbc.enabled=true");
         }
