@@ -26,8 +26,6 @@ import javax.sql.DataSource;
 
 import io.github.txnsession.kafka.PreparedTransaction;
 import org.jspecify.annotations.Nullable;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * The decision log of the JDBC two-phase commit: a table keyed by transactional id holding the prepared Kafka
@@ -52,8 +50,6 @@ import org.slf4j.LoggerFactory;
  * with the same transactional id prefix.
  */
 public final class DecisionLog {
-
-    private static final Logger log = LoggerFactory.getLogger(DecisionLog.class);
 
     /** Default table name. */
     public static final String DEFAULT_TABLE = "kafka_txn_decision_log";
@@ -81,7 +77,6 @@ public final class DecisionLog {
 
     /** The escape character of LIKE patterns: not a backslash, which MySQL and MariaDB read as a string escape. */
     private static final char LIKE_ESCAPE = '!';
-    private static final String POSTGRESQL = "PostgreSQL";
 
     private final String table;
     /** by database URL: whether the table has the unique key the one-statement upsert needs */
@@ -94,8 +89,6 @@ public final class DecisionLog {
      * {@code unwrap(Connection.class)} returns a new wrapper per checkout the cache never hits: slower, not wrong.
      */
     private final Map<Connection, String> statementByConnection = Collections.synchronizedMap(new WeakHashMap<>());
-    /** false once a database refused {@code SET LOCAL synchronous_commit} */
-    private volatile boolean clearWithoutFlush = true;
 
     /** A log in the table {@value #DEFAULT_TABLE}. */
     public DecisionLog() {
@@ -351,69 +344,15 @@ public final class DecisionLog {
     }
 
     /**
-     * PostgreSQL: the DELETE commits without waiting for its write-ahead log to reach the disk ({@code SET LOCAL
-     * synchronous_commit TO OFF}, for this transaction only). The flush it saves is the one the next transaction's
-     * commit would otherwise wait behind (their flushes are serialized), and durability is not needed here: the log is
-     * written in order, so the next decision's commit makes the deletion durable too, and the WAL writer flushes it
-     * within about a second anyway. Only a database crash in between brings the row back; recovery then finds
-     * a transaction that committed, or (if the id has since run transactions without a decision) reports it in doubt,
-     * which an operator then settles; a lost transaction's row may be reported to the {@link LostTransactionHandler}
-     * again. Never a wrong outcome. A database that speaks PostgreSQL's protocol but refuses the setting gets the plain
-     * DELETE from then on.
-     *
-     * @return whether a row was deleted; null if the setting was refused (nothing was deleted)
-     */
-    private @Nullable Boolean clearWithoutWaitingForTheFlush(Connection con, DecisionRecord record)
-            throws SQLException {
-        boolean auto = con.getAutoCommit();
-        con.setAutoCommit(false);
-        try {
-            try (Statement st = con.createStatement()) {
-                st.execute("SET LOCAL synchronous_commit TO OFF");
-            }
-            catch (SQLException refused) {
-                this.clearWithoutFlush = false;
-                log.info("Decision log {}: the database refused 'SET LOCAL synchronous_commit' ({}); decision rows are "
-                        + "cleared with a plain DELETE", this.table, refused.getMessage());
-                con.rollback();
-                return null;
-            }
-            boolean deleted = clear(con, record.transactionalId(), record.preparedTransaction());
-            con.commit();
-            return deleted;
-        }
-        catch (SQLException | RuntimeException ex) {
-            try {
-                con.rollback();
-            }
-            catch (SQLException again) {
-                ex.addSuppressed(again);
-            }
-            throw ex;
-        }
-        finally {
-            con.setAutoCommit(auto);
-        }
-    }
-
-    /**
      * Deletes a row in its own transaction; see {@link #clear(Connection, String, PreparedTransaction)}.
      *
-     * @param dataSource the database holding the log; a connection of its own is used, in auto-commit mode (on
-     *        PostgreSQL in a transaction of its own whose commit does not wait for the log flush: nothing needs the
-     *        deletion durable at once)
+     * @param dataSource the database holding the log; a connection of its own is used, in auto-commit mode
      * @param record the row to delete: its transactional id, producer id and epoch
      * @return whether a row was deleted
      * @throws DecisionLogException if the database cannot be reached or the row cannot be deleted
      */
     public boolean clear(DataSource dataSource, DecisionRecord record) {
         try (Connection con = dataSource.getConnection()) {
-            if (this.clearWithoutFlush && POSTGRESQL.equals(con.getMetaData().getDatabaseProductName())) {
-                Boolean deleted = clearWithoutWaitingForTheFlush(con, record);
-                if (deleted != null) {
-                    return deleted;
-                }
-            }
             boolean auto = con.getAutoCommit();
             con.setAutoCommit(true);
             try {
