@@ -64,8 +64,9 @@ import org.slf4j.LoggerFactory;
  * count of 1 (the old leader's acquisition was never written to the share group's state; the starter's
  * {@code AllPathsChaosSoakTest} saw a record whose acknowledgement failed that way come back as a first delivery):
  * <ol>
- * <li>it reads the ledger's high watermark, and waits until the last stable offset reaches it, so a
- * transaction that was open when the record came back (a worker's commit in flight) has ended;</li>
+ * <li>it reads the ledger's high watermark and last stable offset; if transactions are open below the high watermark
+ * and one of them writes an entry naming a polled record (read uncommitted), it waits until they have ended (a
+ * worker's commit in flight when the record came back);</li>
  * <li>it reads the ledger up to there ({@code read_committed});</li>
  * <li>a record found there is acknowledged with its recorded outcome and not handed to the application; any other
  * record is.</li>
@@ -102,7 +103,10 @@ import org.slf4j.LoggerFactory;
  * only if one of them names a polled record: a worker that died between writing its entry and committing holds up the
  * lookups of its own records until its transaction is aborted ({@code transaction.timeout.ms}), not everyone's.
  * Consumers sharing one ledger object share a read begun after their poll returned. Plus the confirmation above: one
- * round trip per transaction.
+ * round trip per transaction. Not yet so narrow: reading a session's own entry (the first write through a session
+ * object, or the one after a commit whose outcome was unknown) still waits for every open ledger transaction, and
+ * holds up the other lookups of this ledger object meanwhile; with a dead worker's transaction open that wait can
+ * reach the lookup timeout, and the transaction then fails (its records are released, which counts a delivery).
  *
  * <h2>Not guaranteed</h2>
  * <ul>

@@ -127,8 +127,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private final Set<ShareRecordId> lostInTransaction = new HashSet<>();
     /** (ledger) outgoing acknowledgements dropped without being sent during the last flush; under track */
     private final Set<ShareRecordId> droppedUnsent = new HashSet<>();
-    /** (ledger) partitions whose acknowledgements the broker confirmed during the last flush; under track */
-    /** (ledger) acknowledgements handed to the wrapped consumer since its last commitSync; under track */
+    /** (ledger) acknowledgements handed to the wrapped consumer since its last commitSync; under access */
     private final Set<ShareRecordId> sentUnanswered = new HashSet<>();
     /** (ledger) acknowledgements of this flush the broker answered without error; under track */
     private final Set<ShareRecordId> answeredOk = new HashSet<>();
