@@ -3,6 +3,7 @@ package io.github.txnsession.kafka;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -16,6 +17,7 @@ import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Predicate;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -103,10 +105,8 @@ import org.slf4j.LoggerFactory;
  * only if one of them names a polled record: a worker that died between writing its entry and committing holds up the
  * lookups of its own records until its transaction is aborted ({@code transaction.timeout.ms}), not everyone's.
  * Consumers sharing one ledger object share a read begun after their poll returned. Plus the confirmation above: one
- * round trip per transaction. Not yet so narrow: reading a session's own entry (the first write through a session
- * object, or the one after a commit whose outcome was unknown) still waits for every open ledger transaction, and
- * holds up the other lookups of this ledger object meanwhile; with a dead worker's transaction open that wait can
- * reach the lookup timeout, and the transaction then fails (its records are released, which counts a delivery).
+ * round trip per transaction. Reading a session's own entry (the first write through a session object, or the one
+ * after a commit whose outcome was unknown) waits likewise only for an open transaction writing that same entry.
  *
  * <h2>Not guaranteed</h2>
  * <ul>
@@ -382,7 +382,9 @@ public final class ShareOutcomeLedger implements AutoCloseable {
         }
         Map<ShareRecordId, AcknowledgeType> read;
         synchronized (this.entries) {
-            catchUp(null, null);
+            // waits only for an open transaction writing this very entry (its outcome decides what the entry holds)
+            byte[] entryKey = key(groupId, writer).getBytes(StandardCharsets.UTF_8);
+            catchUp(r -> Arrays.equals(r.key(), entryKey));
             read = new HashMap<>(this.entries.getOrDefault(groupId, Map.of()).getOrDefault(writer, Map.of()));
         }
         synchronized (this.written) {
@@ -428,7 +430,7 @@ public final class ShareOutcomeLedger implements AutoCloseable {
         synchronized (this.entries) {
             if (!this.caughtUp || this.lastCatchUpStart - acquiredBefore < 0) {
                 long start = System.nanoTime();
-                if (catchUp(groupId, ids)) {
+                if (catchUp(naming(groupId, ids))) {
                     this.caughtUp = true;
                     this.lastCatchUpStart = start;
                 }
@@ -500,11 +502,10 @@ public final class ShareOutcomeLedger implements AutoCloseable {
      * uncommitted); unless one of them names a record of {@code ids}, that is enough. Otherwise (or without
      * {@code ids}) wait until they ended and read up to the high watermark.
      *
-     * @param groupId the group of {@code ids}; null with {@code ids}
-     * @param ids the records looked up; null to read up to the high watermark in any case
+     * @param mustWaitFor which records written by open transactions make the caller wait for their outcome
      * @return whether everything up to the high watermark was read (nothing open below it any more)
      */
-    private boolean catchUp(@Nullable String groupId, @Nullable Collection<ShareRecordId> ids) {
+    private boolean catchUp(Predicate<ConsumerRecord<byte[], byte[]>> mustWaitFor) {
         long deadline = System.nanoTime() + this.lookupTimeout.toNanos();
         Set<TopicPartition> partitions = this.reader.assignment();
         // both ends asked at once: the ledger is usually stable (entries are written last, just before a commit)
@@ -514,9 +515,9 @@ public final class ShareOutcomeLedger implements AutoCloseable {
                 IsolationLevel.READ_COMMITTED);
         Map<TopicPartition, Long> highWatermarks = await(ends, deadline);
         Map<TopicPartition, Long> stable = await(stableEnds, deadline);
-        if (ids != null && groupId != null && !isStable(highWatermarks, stable)) {
+        if (!isStable(highWatermarks, stable)) {
             readCommittedUpTo(stable, deadline);
-            if (!namedWhileOpen(groupId, ids, stable, highWatermarks, deadline)) {
+            if (!writtenWhileOpen(mustWaitFor, stable, highWatermarks, deadline)) {
                 return false;
             }
         }
@@ -561,13 +562,33 @@ public final class ShareOutcomeLedger implements AutoCloseable {
         }
     }
 
-    /**
-     * Whether an entry written between the last stable offset and the high watermark (by a transaction that may still
-     * be open, or has ended since) names one of {@code ids}. Read uncommitted; a malformed entry counts as naming them.
-     */
-    private boolean namedWhileOpen(String groupId, Collection<ShareRecordId> ids, Map<TopicPartition, Long> from,
-            Map<TopicPartition, Long> to, long deadline) {
+    /** @return whether a ledger record is an entry of {@code groupId} naming one of {@code ids} (or malformed) */
+    private static Predicate<ConsumerRecord<byte[], byte[]>> naming(String groupId, Collection<ShareRecordId> ids) {
         Set<ShareRecordId> wanted = Set.copyOf(ids);
+        return r -> {
+            if (r.key() == null || r.value() == null) {
+                return false;
+            }
+            String group = groupOf(new String(r.key(), StandardCharsets.UTF_8));
+            if (group == null || !group.equals(groupId)) {
+                return false; // not an entry of this ledger, or of another group
+            }
+            try {
+                return decode(new String(r.value(), StandardCharsets.UTF_8)).keySet().stream()
+                    .anyMatch(wanted::contains);
+            }
+            catch (RuntimeException malformed) {
+                return true;
+            }
+        };
+    }
+
+    /**
+     * Whether a record written between the last stable offset and the high watermark (by a transaction that may still
+     * be open, or has ended since) is one {@code mustWaitFor} accepts. Read uncommitted.
+     */
+    private boolean writtenWhileOpen(Predicate<ConsumerRecord<byte[], byte[]>> mustWaitFor,
+            Map<TopicPartition, Long> from, Map<TopicPartition, Long> to, long deadline) {
         Set<TopicPartition> open = new HashSet<>();
         to.forEach((tp, end) -> {
             long start = from.getOrDefault(tp, 0L);
@@ -581,24 +602,8 @@ public final class ShareOutcomeLedger implements AutoCloseable {
                 return true; // not read in time: wait for the outcome instead
             }
             for (ConsumerRecord<byte[], byte[]> r : this.pendingReader.poll(Duration.ofMillis(100))) {
-                if (r.offset() >= to.getOrDefault(new TopicPartition(r.topic(), r.partition()), 0L)
-                        || r.key() == null || r.value() == null) {
-                    continue;
-                }
-                String group = groupOf(new String(r.key(), StandardCharsets.UTF_8));
-                if (group == null) {
-                    continue; // not an entry of this ledger
-                }
-                if (!group.equals(groupId)) {
-                    continue;
-                }
-                try {
-                    Map<ShareRecordId, AcknowledgeType> named = decode(new String(r.value(), StandardCharsets.UTF_8));
-                    if (named.keySet().stream().anyMatch(wanted::contains)) {
-                        return true;
-                    }
-                }
-                catch (RuntimeException malformed) {
+                if (r.offset() < to.getOrDefault(new TopicPartition(r.topic(), r.partition()), 0L)
+                        && mustWaitFor.test(r)) {
                     return true;
                 }
             }
