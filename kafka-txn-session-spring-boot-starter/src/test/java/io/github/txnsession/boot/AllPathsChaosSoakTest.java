@@ -241,7 +241,7 @@ class AllPathsChaosSoakTest {
                 feeder.start();
                 long end = System.nanoTime() + soak.toNanos();
                 for (int fault = 0; System.nanoTime() < end && violations.isEmpty(); fault++) {
-                    pause(1000 + random.nextInt(2000));
+                    pause(1000 + random.nextInt(2000)); // the time between faults, not waiting for a condition
                     check(paths, violations);
                     // the first two faults are one of each kind, then at random
                     if (fault == 0 || (fault > 1 && random.nextBoolean())) {
