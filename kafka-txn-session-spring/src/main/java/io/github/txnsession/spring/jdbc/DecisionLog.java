@@ -538,34 +538,40 @@ public final class DecisionLog {
                             + "transactional_id alone: a fleet's two-phase commit needs one to hold an id's key (the "
                             + "shipped schema scripts create it as the primary key)");
                 }
-                Optional<DecisionRecord> row = selectForUpdate(con, transactionalId, seconds);
+                Optional<DecisionRecord> row;
                 boolean placeholder = false;
-                boolean fenced = row.isPresent() && row.get().producerId() < 0;
-                if (fenced) {
-                    // a fence left by an earlier failed initialization: no decision, and it stays (locked by this
-                    // transaction) unless the action lifts it, which only an owner that initialized the id may do
-                    row = Optional.empty();
-                }
-                if (row.isEmpty() && !fenced) {
+                boolean fenced = false;
+                // a row can come and go between our looks (a decision committed, then cleared after its Kafka
+                // commit; or, on some databases, a key violation reported before the other writer commits): look
+                // again until the id either has a row we lock or our placeholder is in, within the lock wait
+                long deadline = System.nanoTime() + lockWait.toNanos();
+                for (int attempt = 1; ; attempt++) {
+                    row = selectForUpdate(con, transactionalId, seconds);
+                    if (row.isPresent()) {
+                        fenced = row.get().producerId() < 0;
+                        break;
+                    }
                     java.sql.Savepoint before = con.setSavepoint();
                     try {
                         insertPlaceholder(con, transactionalId, seconds);
                         placeholder = true;
+                        break;
                     }
                     catch (SQLException ex) {
                         con.rollback(before);
-                        if (ex.getSQLState() == null || !ex.getSQLState().startsWith("23")) {
+                        if (ex.getSQLState() == null || !ex.getSQLState().startsWith("23")
+                                || System.nanoTime() - deadline > 0) {
                             throw ex;
                         }
-                        // a decision (or a fence) committed while we looked: hold its row instead
-                        row = selectForUpdate(con, transactionalId, seconds);
-                        if (row.isEmpty()) {
-                            throw ex;
-                        }
-                        if (row.get().producerId() < 0) {
-                            row = Optional.empty(); // a fence: no decision, and it stays unless the action lifts it
-                        }
+                        // a decision (or a fence) is being written or was committed while we looked: hold its row
+                        // instead (the next look waits for its writer), or insert again once it was cleared
+                        pauseBeforeLookingAgain(attempt);
                     }
+                }
+                if (fenced) {
+                    // a fence left by an earlier failed initialization: no decision, and it stays (locked by this
+                    // transaction) unless the action lifts it, which only an owner that initialized the id may do
+                    row = Optional.empty();
                 }
                 result = action.run(con, row);
                 if (placeholder) {
@@ -608,6 +614,16 @@ public final class DecisionLog {
         catch (SQLException ex) {
             throw new DecisionLogException("Could not hold the decision-log key of " + transactionalId + " in "
                     + this.table + " (a decision of it may be being written by another instance)", ex);
+        }
+    }
+
+    private static void pauseBeforeLookingAgain(int attempt) throws SQLException {
+        try {
+            Thread.sleep(Math.min(200, 5L * attempt)); // a back-off between looks; the database gives no signal
+        }
+        catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new SQLException("Interrupted while waiting to hold a decision-log key", ex);
         }
     }
 
