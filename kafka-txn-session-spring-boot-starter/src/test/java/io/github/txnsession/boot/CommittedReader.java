@@ -89,7 +89,8 @@ public final class CommittedReader {
             org.awaitility.Awaitility.await().atMost(Duration.ofSeconds(1)).pollInterval(Duration.ofMillis(20))
                 .until(() -> {
                     stable.set(consumer.endOffsets(partitions));
-                    return stable.get().equals(highWatermarks);
+                    // at or past: a marker written after the high watermarks were read moves the stable end past them
+                    return partitions.stream().allMatch(tp -> stable.get().get(tp) >= highWatermarks.get(tp));
                 });
         }
         catch (org.awaitility.core.ConditionTimeoutException openOnPurpose) {
@@ -104,7 +105,9 @@ public final class CommittedReader {
         KafkaConsumer<String, String> consumer = new KafkaConsumer<>(Map.of(
                 ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
                 ConsumerConfig.ISOLATION_LEVEL_CONFIG, committedOnly ? "read_committed" : "read_uncommitted",
-                ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false), new StringDeserializer(), new StringDeserializer());
+                ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false,
+                // a fetch at the end of a partition waits this long for new data (500 ms by default)
+                ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, 20), new StringDeserializer(), new StringDeserializer());
         List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
             .map(p -> new TopicPartition(topic, p.partition()))
             .toList();

@@ -587,6 +587,8 @@ public final class EmbeddedKafkaCluster implements AutoCloseable {
         Map<String, Object> configs = clientConfigs();
         configs.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
         configs.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        // a fetch at a partition's end waits this long for new data (500 ms by default, several times per read)
+        configs.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, 20);
         List<ConsumerRecord<String, String>> out = new ArrayList<>();
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(configs, new StringDeserializer(),
                 new StringDeserializer())) {
