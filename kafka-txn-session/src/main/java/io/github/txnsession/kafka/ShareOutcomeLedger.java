@@ -3,7 +3,6 @@ package io.github.txnsession.kafka;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -104,6 +103,8 @@ import org.slf4j.LoggerFactory;
  * While transactions on the ledger are open, it reads what they write (read uncommitted) and waits for their outcome
  * only if one of them names a polled record: a worker that died between writing its entry and committing holds up the
  * lookups of its own records until its transaction is aborted ({@code transaction.timeout.ms}), not everyone's.
+ * Meanwhile its transaction keeps the last stable offset where it is; each lookup then reads only what was written
+ * since the previous one (what the open range names is kept in memory until the last stable offset moves).
  * Consumers sharing one ledger object share a read begun after their poll returned. Plus the confirmation above: one
  * round trip per transaction. Reading a session's own entry (the first write through a session object, or the one
  * after a commit whose outcome was unknown) waits likewise only for an open transaction writing that same entry.
@@ -153,6 +154,9 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     private final Map<String, Map<String, Map<ShareRecordId, AcknowledgeType>>> entries = new HashMap<>();
     private final Map<String, StartOffsets> startOffsets = new ConcurrentHashMap<>();
     /** when the last complete read up to the ledger's end began ({@link System#nanoTime()}); under {@link #entries} */
+    /** per ledger partition: what open transactions wrote above its last stable offset, as read so far */
+    private final Map<TopicPartition, OpenLedgerWrites> openWrites = new HashMap<>();
+    private long openRecordsRead;
     private long lastCatchUpStart;
     private boolean caughtUp;
     /**
@@ -383,8 +387,8 @@ public final class ShareOutcomeLedger implements AutoCloseable {
         Map<ShareRecordId, AcknowledgeType> read;
         synchronized (this.entries) {
             // waits only for an open transaction writing this very entry (its outcome decides what the entry holds)
-            byte[] entryKey = key(groupId, writer).getBytes(StandardCharsets.UTF_8);
-            catchUp(r -> Arrays.equals(r.key(), entryKey));
+            String entryKey = key(groupId, writer);
+            catchUp(open -> open.writes(entryKey));
             read = new HashMap<>(this.entries.getOrDefault(groupId, Map.of()).getOrDefault(writer, Map.of()));
         }
         synchronized (this.written) {
@@ -430,7 +434,7 @@ public final class ShareOutcomeLedger implements AutoCloseable {
         synchronized (this.entries) {
             if (!this.caughtUp || this.lastCatchUpStart - acquiredBefore < 0) {
                 long start = System.nanoTime();
-                if (catchUp(naming(groupId, ids))) {
+                if (catchUp(open -> open.names(groupId, ids))) {
                     this.caughtUp = true;
                     this.lastCatchUpStart = start;
                 }
@@ -502,10 +506,10 @@ public final class ShareOutcomeLedger implements AutoCloseable {
      * uncommitted); unless one of them names a record of {@code ids}, that is enough. Otherwise (or without
      * {@code ids}) wait until they ended and read up to the high watermark.
      *
-     * @param mustWaitFor which records written by open transactions make the caller wait for their outcome
+     * @param mustWaitFor what, written by open transactions, makes the caller wait for their outcome
      * @return whether everything up to the high watermark was read (nothing open below it any more)
      */
-    private boolean catchUp(Predicate<ConsumerRecord<byte[], byte[]>> mustWaitFor) {
+    private boolean catchUp(Predicate<OpenLedgerWrites> mustWaitFor) {
         long deadline = System.nanoTime() + this.lookupTimeout.toNanos();
         Set<TopicPartition> partitions = this.reader.assignment();
         // both ends asked at once: the ledger is usually stable (entries are written last, just before a commit)
@@ -562,57 +566,50 @@ public final class ShareOutcomeLedger implements AutoCloseable {
         }
     }
 
-    /** @return whether a ledger record is an entry of {@code groupId} naming one of {@code ids} (or malformed) */
-    private static Predicate<ConsumerRecord<byte[], byte[]>> naming(String groupId, Collection<ShareRecordId> ids) {
-        Set<ShareRecordId> wanted = Set.copyOf(ids);
-        return r -> {
-            if (r.key() == null || r.value() == null) {
-                return false;
-            }
-            String group = groupOf(new String(r.key(), StandardCharsets.UTF_8));
-            if (group == null || !group.equals(groupId)) {
-                return false; // not an entry of this ledger, or of another group
-            }
-            try {
-                return decode(new String(r.value(), StandardCharsets.UTF_8)).keySet().stream()
-                    .anyMatch(wanted::contains);
-            }
-            catch (RuntimeException malformed) {
-                return true;
-            }
-        };
-    }
-
     /**
-     * Whether a record written between the last stable offset and the high watermark (by a transaction that may still
-     * be open, or has ended since) is one {@code mustWaitFor} accepts. Read uncommitted.
+     * Whether what transactions wrote between the last stable offset and the high watermark (transactions that may
+     * still be open, or have ended since) is something {@code mustWaitFor} accepts. Read uncommitted; only what was
+     * written since the previous call is read while the last stable offset stays where it is.
      */
-    private boolean writtenWhileOpen(Predicate<ConsumerRecord<byte[], byte[]>> mustWaitFor,
-            Map<TopicPartition, Long> from, Map<TopicPartition, Long> to, long deadline) {
-        Set<TopicPartition> open = new HashSet<>();
+    private boolean writtenWhileOpen(Predicate<OpenLedgerWrites> mustWaitFor, Map<TopicPartition, Long> from,
+            Map<TopicPartition, Long> to, long deadline) {
+        Set<TopicPartition> unread = new HashSet<>();
         to.forEach((tp, end) -> {
-            long start = from.getOrDefault(tp, 0L);
-            if (start < end) {
-                open.add(tp);
+            OpenLedgerWrites range = this.openWrites.computeIfAbsent(tp, p -> new OpenLedgerWrites());
+            long position = Math.min(range.resumeFrom(from.getOrDefault(tp, 0L)), end);
+            if (position < end) {
+                unread.add(tp);
             }
-            this.pendingReader.seek(tp, Math.min(start, end)); // (a partition without an open range reads nothing)
+            this.pendingReader.seek(tp, position); // (a partition read to its end reads nothing)
         });
-        while (open.stream().anyMatch(tp -> this.pendingReader.position(tp) < to.get(tp))) {
+        while (unread.stream().anyMatch(tp -> this.pendingReader.position(tp) < to.get(tp))) {
             if (System.nanoTime() > deadline) {
                 return true; // not read in time: wait for the outcome instead
             }
             for (ConsumerRecord<byte[], byte[]> r : this.pendingReader.poll(Duration.ofMillis(100))) {
-                if (r.offset() < to.getOrDefault(new TopicPartition(r.topic(), r.partition()), 0L)
-                        && mustWaitFor.test(r)) {
-                    return true;
+                TopicPartition tp = new TopicPartition(r.topic(), r.partition());
+                OpenLedgerWrites range = this.openWrites.get(tp);
+                if (range != null && r.offset() >= range.readTo() && r.offset() < to.getOrDefault(tp, 0L)) {
+                    range.add(r);
+                    this.openRecordsRead++;
                 }
             }
         }
-        return false;
+        for (TopicPartition tp : unread) {
+            this.openWrites.get(tp).readUpTo(to.get(tp)); // markers and skipped records included
+        }
+        return to.keySet().stream().anyMatch(tp -> mustWaitFor.test(this.openWrites.get(tp)));
+    }
+
+    /** @return how many records the reads of open ranges have read so far (for tests of the reuse) */
+    long openRecordsRead() {
+        synchronized (this.entries) {
+            return this.openRecordsRead;
+        }
     }
 
     /** @return the group of an entry's key, or null for a key this ledger did not write */
-    private static @Nullable String groupOf(String key) {
+    static @Nullable String groupOf(String key) {
         int colon = key.indexOf(':');
         try {
             int length = Integer.parseInt(key.substring(0, colon));
