@@ -17,8 +17,9 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
  * previous one instead of the whole open range again. That matters when a worker died between writing its entry and
  * committing: its transaction pins the last stable offset until the coordinator aborts it
  * ({@code transaction.timeout.ms}), and everything written meanwhile lies in the open range. When the last stable
- * offset moves, the range is read again from there. The log below the high watermark never changes and is not
- * compacted above the last stable offset, so what was read stays true.
+ * offset moves, the range is read again from there. The log below the high watermark does not change while its
+ * leader stays (a new leader may have truncated it after an unclean election: the range is then read again) and is
+ * not compacted above the last stable offset, so what was read stays true.
  *
  * <p>Memory: one entry per record named by an entry in the open range (what the records of that range hold).
  * Not thread-safe: the ledger uses it under its monitor.
@@ -26,6 +27,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 final class OpenLedgerWrites {
 
     private long stableOffset = -1;
+    private int leaderEpoch = -1;
     private long readTo = -1;
     private final Set<String> keys = new HashSet<>();
     private final Map<String, Set<ShareRecordId>> named = new HashMap<>();
@@ -34,12 +36,16 @@ final class OpenLedgerWrites {
 
     /**
      * @param lastStableOffset the partition's last stable offset now
-     * @return where to go on reading: where the last read of this range ended, or {@code lastStableOffset} if it moved
-     *         (the range is then forgotten and read again)
+     * @param leaderEpoch the leader epoch the high watermark came with (-1 when unknown)
+     * @param highWatermark the partition's high watermark now
+     * @return where to go on reading: where the last read of this range ended; or {@code lastStableOffset} when that
+     *         moved, the leader changed (a new leader may have truncated the log) or the high watermark is below what
+     *         was read (the range is then forgotten and read again)
      */
-    long resumeFrom(long lastStableOffset) {
-        if (lastStableOffset != this.stableOffset) {
+    long resumeFrom(long lastStableOffset, int leaderEpoch, long highWatermark) {
+        if (lastStableOffset != this.stableOffset || leaderEpoch != this.leaderEpoch || highWatermark < this.readTo) {
             this.stableOffset = lastStableOffset;
+            this.leaderEpoch = leaderEpoch;
             this.readTo = lastStableOffset;
             this.keys.clear();
             this.named.clear();

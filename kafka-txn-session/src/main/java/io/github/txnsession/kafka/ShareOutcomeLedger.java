@@ -33,6 +33,7 @@ import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.InvalidOffsetException;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.IsolationLevel;
@@ -153,10 +154,10 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     /** group id, then writer (transactional id), then the outcomes its last committed entry names; under itself */
     private final Map<String, Map<String, Map<ShareRecordId, AcknowledgeType>>> entries = new HashMap<>();
     private final Map<String, StartOffsets> startOffsets = new ConcurrentHashMap<>();
-    /** when the last complete read up to the ledger's end began ({@link System#nanoTime()}); under {@link #entries} */
     /** per ledger partition: what open transactions wrote above its last stable offset, as read so far */
     private final Map<TopicPartition, OpenLedgerWrites> openWrites = new HashMap<>();
     private long openRecordsRead;
+    /** when the last complete read up to the ledger's end began ({@link System#nanoTime()}); under {@link #entries} */
     private long lastCatchUpStart;
     private boolean caughtUp;
     /**
@@ -221,6 +222,8 @@ public final class ShareOutcomeLedger implements AutoCloseable {
             this.reader = new KafkaConsumer<>(readerConfigs, new ByteArrayDeserializer(), new ByteArrayDeserializer());
             Map<String, Object> pendingConfigs = new HashMap<>(readerConfigs);
             pendingConfigs.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_uncommitted");
+            // a position past the log's end (the log was truncated or the topic made again) must not be reset quietly
+            pendingConfigs.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
             pendingConfigs.put(ConsumerConfig.CLIENT_ID_CONFIG, readerConfigs.get(ConsumerConfig.CLIENT_ID_CONFIG)
                     + "-open");
             this.pendingReader = new KafkaConsumer<>(pendingConfigs, new ByteArrayDeserializer(),
@@ -513,23 +516,25 @@ public final class ShareOutcomeLedger implements AutoCloseable {
         long deadline = System.nanoTime() + this.lookupTimeout.toNanos();
         Set<TopicPartition> partitions = this.reader.assignment();
         // both ends asked at once: the ledger is usually stable (entries are written last, just before a commit)
-        KafkaFuture<Map<TopicPartition, ListOffsetsResultInfo>> ends = endOffsets(partitions,
+        KafkaFuture<Map<TopicPartition, ListOffsetsResultInfo>> highWatermarkInfo = endOffsets(partitions,
                 IsolationLevel.READ_UNCOMMITTED);
         KafkaFuture<Map<TopicPartition, ListOffsetsResultInfo>> stableEnds = endOffsets(partitions,
                 IsolationLevel.READ_COMMITTED);
-        Map<TopicPartition, Long> highWatermarks = await(ends, deadline);
+        Map<TopicPartition, ListOffsetsResultInfo> ends = awaitInfo(highWatermarkInfo, deadline);
+        Map<TopicPartition, Long> highWatermarks = offsetsOf(ends);
         Map<TopicPartition, Long> stable = await(stableEnds, deadline);
         if (!isStable(highWatermarks, stable)) {
             readCommittedUpTo(stable, deadline);
-            if (!writtenWhileOpen(mustWaitFor, stable, highWatermarks, deadline)) {
+            if (!writtenWhileOpen(mustWaitFor, stable, ends, deadline)) {
                 return false;
             }
         }
+        else {
+            this.openWrites.clear(); // nothing open: nothing to keep
+        }
         while (!isStable(highWatermarks, stable)) {
             if (System.nanoTime() > deadline) {
-                throw new TimeoutException("Share outcome ledger '" + this.topic + "': a transaction on it stayed open "
-                        + "for " + this.lookupTimeout + " (last stable offsets " + stable + ", high watermarks "
-                        + highWatermarks + "); whether redelivered records were committed cannot be told yet");
+                throw stayedOpen(stable, highWatermarks, null);
             }
             try {
                 Thread.sleep(2); // the coordinator writes markers within milliseconds; no notification exists
@@ -538,10 +543,25 @@ public final class ShareOutcomeLedger implements AutoCloseable {
                 Thread.currentThread().interrupt();
                 throw new InterruptException(ex);
             }
-            stable = await(endOffsets(partitions, IsolationLevel.READ_COMMITTED), deadline);
+            try {
+                stable = await(endOffsets(partitions, IsolationLevel.READ_COMMITTED), deadline);
+            }
+            catch (TimeoutException ex) {
+                if (System.nanoTime() - deadline >= 0) {
+                    throw stayedOpen(stable, highWatermarks, ex); // (the deadline, not the broker, ended the read)
+                }
+                throw ex;
+            }
         }
         readCommittedUpTo(highWatermarks, deadline);
         return true;
+    }
+
+    private TimeoutException stayedOpen(Map<TopicPartition, Long> stable, Map<TopicPartition, Long> highWatermarks,
+            @Nullable Throwable cause) {
+        return new TimeoutException("Share outcome ledger '" + this.topic + "': a transaction on it stayed open for "
+                + this.lookupTimeout + " (last stable offsets " + stable + ", high watermarks " + highWatermarks
+                + "); whether redelivered records were committed cannot be told yet", cause);
     }
 
     private static boolean isStable(Map<TopicPartition, Long> highWatermarks, Map<TopicPartition, Long> stable) {
@@ -569,31 +589,42 @@ public final class ShareOutcomeLedger implements AutoCloseable {
     /**
      * Whether what transactions wrote between the last stable offset and the high watermark (transactions that may
      * still be open, or have ended since) is something {@code mustWaitFor} accepts. Read uncommitted; only what was
-     * written since the previous call is read while the last stable offset stays where it is.
+     * written since the previous call is read while the last stable offset and the partition's leader epoch stay
+     * what they were (a new leader may have truncated the log: then the range is read again).
      */
     private boolean writtenWhileOpen(Predicate<OpenLedgerWrites> mustWaitFor, Map<TopicPartition, Long> from,
-            Map<TopicPartition, Long> to, long deadline) {
+            Map<TopicPartition, ListOffsetsResultInfo> ends, long deadline) {
+        Map<TopicPartition, Long> to = offsetsOf(ends);
         Set<TopicPartition> unread = new HashSet<>();
         to.forEach((tp, end) -> {
             OpenLedgerWrites range = this.openWrites.computeIfAbsent(tp, p -> new OpenLedgerWrites());
-            long position = Math.min(range.resumeFrom(from.getOrDefault(tp, 0L)), end);
+            long position = range.resumeFrom(from.getOrDefault(tp, 0L), ends.get(tp).leaderEpoch().orElse(-1), end);
             if (position < end) {
                 unread.add(tp);
             }
             this.pendingReader.seek(tp, position); // (a partition read to its end reads nothing)
         });
-        while (unread.stream().anyMatch(tp -> this.pendingReader.position(tp) < to.get(tp))) {
-            if (System.nanoTime() > deadline) {
-                return true; // not read in time: wait for the outcome instead
-            }
-            for (ConsumerRecord<byte[], byte[]> r : this.pendingReader.poll(Duration.ofMillis(100))) {
-                TopicPartition tp = new TopicPartition(r.topic(), r.partition());
-                OpenLedgerWrites range = this.openWrites.get(tp);
-                if (range != null && r.offset() >= range.readTo() && r.offset() < to.getOrDefault(tp, 0L)) {
-                    range.add(r);
-                    this.openRecordsRead++;
+        try {
+            while (unread.stream().anyMatch(tp -> this.pendingReader.position(tp) < to.get(tp))) {
+                if (System.nanoTime() > deadline) {
+                    return true; // not read in time: wait for the outcome instead
+                }
+                for (ConsumerRecord<byte[], byte[]> r : this.pendingReader.poll(Duration.ofMillis(100))) {
+                    TopicPartition tp = new TopicPartition(r.topic(), r.partition());
+                    OpenLedgerWrites range = this.openWrites.get(tp);
+                    if (range != null && r.offset() >= range.readTo() && r.offset() < to.getOrDefault(tp, 0L)) {
+                        range.add(r);
+                        this.openRecordsRead++;
+                    }
                 }
             }
+        }
+        catch (InvalidOffsetException ex) {
+            // the log no longer has what the range was read from: forget it and wait for the outcome instead
+            log.warn("Share outcome ledger '{}': reading its open transactions failed ({}); waiting for them to end",
+                    this.topic, ex.toString());
+            this.openWrites.clear();
+            return true;
         }
         for (TopicPartition tp : unread) {
             this.openWrites.get(tp).readUpTo(to.get(tp)); // markers and skipped records included
@@ -629,11 +660,20 @@ public final class ShareOutcomeLedger implements AutoCloseable {
 
     private Map<TopicPartition, Long> await(KafkaFuture<Map<TopicPartition, ListOffsetsResultInfo>> ends,
             long deadline) {
+        return offsetsOf(awaitInfo(ends, deadline));
+    }
+
+    private static Map<TopicPartition, Long> offsetsOf(Map<TopicPartition, ListOffsetsResultInfo> ends) {
+        Map<TopicPartition, Long> offsets = new HashMap<>();
+        ends.forEach((tp, info) -> offsets.put(tp, info.offset()));
+        return offsets;
+    }
+
+    private Map<TopicPartition, ListOffsetsResultInfo> awaitInfo(
+            KafkaFuture<Map<TopicPartition, ListOffsetsResultInfo>> ends, long deadline) {
         long left = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
         try {
-            Map<TopicPartition, Long> offsets = new HashMap<>();
-            ends.get(left, TimeUnit.MILLISECONDS).forEach((tp, info) -> offsets.put(tp, info.offset()));
-            return offsets;
+            return ends.get(left, TimeUnit.MILLISECONDS);
         }
         catch (ExecutionException ex) {
             throw new TimeoutException("Share outcome ledger '" + this.topic + "': reading its end offsets failed: "

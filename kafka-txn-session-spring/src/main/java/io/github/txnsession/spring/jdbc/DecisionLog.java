@@ -524,7 +524,6 @@ public final class DecisionLog {
      */
     public <T> T withKeyHeld(DataSource dataSource, String transactionalId, java.time.Duration lockWait,
             KeyHeldAction<T> action) {
-        int seconds = (int) Math.max(1, Math.min(Integer.MAX_VALUE, lockWait.toSeconds()));
         try (Connection con = dataSource.getConnection()) {
             boolean auto = con.getAutoCommit();
             int isolation = con.getTransactionIsolation();
@@ -546,21 +545,33 @@ public final class DecisionLog {
                 // again until the id either has a row we lock or our placeholder is in, within the lock wait
                 long deadline = System.nanoTime() + lockWait.toNanos();
                 for (int attempt = 1; ; attempt++) {
-                    row = selectForUpdate(con, transactionalId, seconds);
+                    try {
+                        row = selectForUpdate(con, transactionalId, secondsLeft(deadline));
+                    }
+                    catch (SQLException ex) {
+                        // a deadlock with a writer clearing the row (InnoDB keeps the shared lock of our failed
+                        // insert): nothing is held yet, so start the transaction over
+                        if (!isTransientConflict(ex) || System.nanoTime() - deadline > 0) {
+                            throw ex;
+                        }
+                        con.rollback();
+                        pauseBeforeLookingAgain(attempt);
+                        continue;
+                    }
                     if (row.isPresent()) {
                         fenced = row.get().producerId() < 0;
                         break;
                     }
                     java.sql.Savepoint before = con.setSavepoint();
                     try {
-                        insertPlaceholder(con, transactionalId, seconds);
+                        insertPlaceholder(con, transactionalId, secondsLeft(deadline));
                         placeholder = true;
                         break;
                     }
                     catch (SQLException ex) {
                         con.rollback(before);
-                        if (ex.getSQLState() == null || !ex.getSQLState().startsWith("23")
-                                || System.nanoTime() - deadline > 0) {
+                        releaseQuietly(con, before);
+                        if (!isUniqueViolation(ex) || System.nanoTime() - deadline > 0) {
                             throw ex;
                         }
                         // a decision (or a fence) is being written or was committed while we looked: hold its row
@@ -617,6 +628,37 @@ public final class DecisionLog {
         }
     }
 
+    private static int secondsLeft(long deadline) {
+        long left = deadline - System.nanoTime();
+        return (int) Math.max(1, Math.min(Integer.MAX_VALUE, (left + 999_999_999L) / 1_000_000_000L));
+    }
+
+    /** A unique key's violation (not a NOT NULL, CHECK or foreign key one), as the supported databases report it. */
+    private static boolean isUniqueViolation(SQLException ex) {
+        String state = ex.getSQLState();
+        if ("23505".equals(state)) {
+            return true; // PostgreSQL, H2, Db2
+        }
+        // MySQL and MariaDB (1062), Oracle (ORA-00001), SQL Server (2627 constraint, 2601 unique index)
+        int code = ex.getErrorCode();
+        return state != null && state.startsWith("23") && (code == 1062 || code == 1 || code == 2627 || code == 2601);
+    }
+
+    /** A deadlock or serialization failure: the database rolled the statement's transaction back. */
+    private static boolean isTransientConflict(SQLException ex) {
+        String state = ex.getSQLState();
+        return state != null && state.startsWith("40");
+    }
+
+    private static void releaseQuietly(Connection con, java.sql.Savepoint savepoint) {
+        try {
+            con.releaseSavepoint(savepoint);
+        }
+        catch (SQLException | UnsupportedOperationException notSupported) {
+            // (Oracle has no RELEASE SAVEPOINT; the savepoint ends with the transaction)
+        }
+    }
+
     private static void pauseBeforeLookingAgain(int attempt) throws SQLException {
         try {
             Thread.sleep(Math.min(200, 5L * attempt)); // a back-off between looks; the database gives no signal
@@ -629,8 +671,12 @@ public final class DecisionLog {
 
     private Optional<DecisionRecord> selectForUpdate(Connection con, String transactionalId, int timeoutSeconds)
             throws SQLException {
+        // T-SQL has no SELECT ... FOR UPDATE outside cursors: a table hint takes the same lock (not tested here)
+        boolean sqlServer = con.getMetaData().getDatabaseProductName().startsWith("Microsoft SQL Server");
         try (PreparedStatement q = con.prepareStatement("SELECT transactional_id, producer_id, producer_epoch, "
-                + START_COLUMN + ", decided_at FROM " + this.table + " WHERE transactional_id = ? FOR UPDATE")) {
+                + START_COLUMN + ", decided_at FROM " + this.table
+                + (sqlServer ? " WITH (UPDLOCK, ROWLOCK, HOLDLOCK) WHERE transactional_id = ?"
+                        : " WHERE transactional_id = ? FOR UPDATE"))) {
             q.setQueryTimeout(timeoutSeconds);
             q.setString(1, transactionalId);
             try (ResultSet rs = q.executeQuery()) {
