@@ -25,12 +25,15 @@ import java.util.concurrent.atomic.AtomicLong;
 
 import io.github.txnsession.kafka.ShareOutcomeLedger;
 import io.github.txnsession.kafka.TransactionalConsumer;
+import io.github.txnsession.kafka.test.ChildJvm;
 import io.github.txnsession.kafka.test.HangingTransactions;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import io.github.txnsession.spring.SessionShareListenerContainer;
 import io.github.txnsession.spring.SessionTransactionCounters;
 import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.TransactionalConsumerFactory;
+import io.github.txnsession.spring.jdbc.DecisionLog;
+import io.github.txnsession.spring.jdbc.RecoveryReport;
 import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import org.apache.kafka.clients.admin.Admin;
@@ -52,14 +55,12 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.boot.builder.SpringApplicationBuilder;
-import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.SmartLifecycle;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.core.env.Environment;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.transaction.support.TransactionTemplate;
 
@@ -75,10 +76,12 @@ import org.springframework.transaction.support.TransactionTemplate;
  * <li><b>queue</b>: a share group worker ({@code SessionShareListenerContainer}, two threads) with an outcome
  * ledger.</li>
  * </ul>
- * Every 1 to 3 s a fault: a broker killed (no controlled shutdown; coordinators included, the broker is chosen at
- * random) and restarted after 0.5 to 2 s, or one of the three applications (listener, two-phase, loop + queue) closed
- * and started again with the same transactional ids (a client bounce; hard client kills are what the core's
- * {@code ChaosSoakTest} and the crash matrices do).
+ * The three applications (listener, two-phase, loop + queue) each run in a JVM of their own. Every 1 to 3 s a fault,
+ * half of them broker kills: a broker killed (no controlled shutdown; coordinators included, the broker is chosen at
+ * random) and restarted after 0.5 to 2 s; or one application, chosen at random, either closed and started again with
+ * the same transactional ids (a clean client bounce), or killed ({@code kill -9}, anywhere in a transaction or a
+ * two-phase commit) and started again, or frozen ({@code SIGSTOP}) for 1 to 12 s, sometimes past its consumers'
+ * session timeout (the group moves on; the frozen one wakes up as a zombie). The first four faults are one of each.
  * <p>Checked all along by a concurrent {@code read_committed} reader: the ordered paths' output is, per partition, a
  * prefix of the input in order (nothing duplicated, nothing skipped), the queue's output has no key twice, and no path
  * with input left goes 60 s without output. At the end: every input exactly once on every path, one row per input of
@@ -135,14 +138,17 @@ class AllPathsChaosSoakTest {
         }
     }
 
-    /** An application of the soak: how to start it, and the one running now. */
+    /**
+     * An application of the soak, run in a JVM of its own ({@link SoakApplicationMain}) so that it can be killed or
+     * frozen: how to start it, and the one running now.
+     */
     static final class App {
         final String name;
         final String prefix;
         final List<String> properties;
         final Class<?> configuration;
-        @Nullable ConfigurableApplicationContext context;
-        int restarts;
+        @Nullable ChildJvm jvm;
+        /** counted when the application is closed (a killed one's counts are lost) */
         long commits;
         long rollbacks;
 
@@ -154,35 +160,66 @@ class AllPathsChaosSoakTest {
         }
 
         void start() {
-            this.context = new SpringApplicationBuilder(this.configuration)
-                .web(WebApplicationType.NONE)
-                .properties(this.properties.toArray(String[]::new))
-                .properties("spring.main.banner-mode=off",
-                        "spring.kafka.bootstrap-servers=" + kafka.bootstrapServers(),
-                        "spring.kafka.consumer.auto-offset-reset=earliest",
-                        "spring.kafka.consumer.isolation-level=read-committed",
-                        // a consumer closed while its group coordinator is down leaves its partitions for this long
-                        "spring.kafka.consumer.properties.session.timeout.ms=10000",
-                        "spring.kafka.producer.properties.delivery.timeout.ms=20000",
-                        "spring.kafka.producer.properties.request.timeout.ms=8000",
-                        "spring.kafka.producer.properties.max.block.ms=10000",
-                        "spring.kafka.listener.concurrency=2",
-                        "kafka.txn-session.transactional-id-prefix=" + this.prefix,
-                        "kafka.txn-session.pool-size=4")
-                .run();
+            launch();
+            awaitReady();
         }
 
+        /** Starts the application's JVM without waiting for it (the soak starts all three at once). */
+        void launch() {
+            List<String> args = new ArrayList<>();
+            args.add(this.configuration.getName());
+            args.addAll(this.properties);
+            args.addAll(List.of("spring.main.banner-mode=off",
+                    "spring.kafka.bootstrap-servers=" + kafka.bootstrapServers(),
+                    "spring.kafka.consumer.auto-offset-reset=earliest",
+                    "spring.kafka.consumer.isolation-level=read-committed",
+                    // a consumer closed while its group coordinator is down leaves its partitions for this long
+                    "spring.kafka.consumer.properties.session.timeout.ms=10000",
+                    "spring.kafka.producer.properties.delivery.timeout.ms=20000",
+                    "spring.kafka.producer.properties.request.timeout.ms=8000",
+                    "spring.kafka.producer.properties.max.block.ms=10000",
+                    "spring.kafka.listener.concurrency=2",
+                    "kafka.txn-session.transactional-id-prefix=" + this.prefix,
+                    "kafka.txn-session.pool-size=4"));
+            this.jvm = ChildJvm.start(SoakApplicationMain.class, args.toArray(String[]::new));
+        }
+
+        void awaitReady() {
+            Objects.requireNonNull(this.jvm, "launched").awaitLine("READY", Duration.ofSeconds(180));
+        }
+
+        /** Closes the application (a clean client bounce when it is started again). */
         void stop() {
-            ConfigurableApplicationContext running = this.context;
+            ChildJvm running = this.jvm;
             if (running != null) {
-                SessionTransactionCounters counters = running.getBeanProvider(SessionTransactionCounters.class)
-                    .getIfAvailable();
-                if (counters != null) {
-                    this.commits += counters.commits();
-                    this.rollbacks += counters.rollbacks();
+                this.jvm = null;
+                if (running.isAlive()) {
+                    running.send("stop");
+                    String[] counts = running.awaitValue("STOPPED", Duration.ofSeconds(120)).split(" ");
+                    this.commits += Long.parseLong(counts[0]);
+                    this.rollbacks += Long.parseLong(counts[1]);
+                    running.awaitExit(Duration.ofSeconds(30));
                 }
                 running.close();
-                this.context = null;
+            }
+        }
+
+        /** Kills the application (SIGKILL): whatever it was doing stops between any two steps. */
+        void kill() {
+            ChildJvm running = Objects.requireNonNull(this.jvm, "running");
+            this.jvm = null;
+            running.kill();
+        }
+
+        /** Freezes the application (SIGSTOP) for {@code millis}, as a long GC pause would, then lets it go on. */
+        void freeze(long millis) {
+            ChildJvm running = Objects.requireNonNull(this.jvm, "running");
+            running.pause();
+            try {
+                pause(millis); // how long it stays frozen, not waiting for a condition
+            }
+            finally {
+                running.resume();
             }
         }
     }
@@ -228,38 +265,53 @@ class AllPathsChaosSoakTest {
                     new App("loop+queue", "soak-q-", QueueApp.class,
                             List.of(CommittedReader.KAFKA_ONLY, "loop.in=" + loop.in, "loop.out=" + loop.out,
                                     "loop.group=soak-c-group", "queue.in=" + queue.in, "queue.out=" + queue.out,
-                                    "queue.group=soak-q-group", "queue.ledger=soak-q-ledger")));
+                                    "queue.group=soak-q-group", "queue.ledger=soak-q-ledger",
+                                    "queue.deliveries=" + Deliveries.FILE,
+                                    // below the ledger's lookup timeout (30 s): a killed worker's open entry holds
+                                    // up the lookups of its records until the coordinator aborts its transaction
+                                    "kafka.txn-session.transaction-timeout=20s")));
             AtomicBoolean feeding = new AtomicBoolean(true);
             AtomicBoolean reading = new AtomicBoolean(true);
             Thread reader = new Thread(() -> read(paths, outputs, reading, violations), "soak-reader");
             Thread feeder = new Thread(() -> feed(paths, feeding), "soak-feeder");
             try {
-                for (App app : apps) {
-                    app.start();
-                }
+                apps.forEach(App::launch);
+                apps.forEach(App::awaitReady);
                 reader.start();
                 feeder.start();
                 long end = System.nanoTime() + soak.toNanos();
                 // at least one fault of each kind, however slow the machine (on CI the first broker kill alone has taken
-                // longer than the default soak)
-                for (int fault = 0; (fault < 2 || System.nanoTime() < end) && violations.isEmpty(); fault++) {
+                // longer than the default soak), then at random: half of them broker kills
+                for (int fault = 0; (fault < 4 || System.nanoTime() < end) && violations.isEmpty(); fault++) {
                     pause(1000 + random.nextInt(2000)); // the time between faults, not waiting for a condition
                     check(paths, violations);
-                    // the first two faults are one of each kind, then at random
-                    if (fault == 0 || (fault > 1 && random.nextBoolean())) {
+                    int kind = fault < 4 ? fault : random.nextBoolean() ? 0 : 1 + random.nextInt(3);
+                    if (kind == 0) {
                         int broker = new ArrayList<>(kafka.cluster().brokerIds()).get(random.nextInt(3));
                         awaitFullyReplicated(admin, paths);
                         kafka.cluster().stopBroker(broker);
                         faults.merge("broker kills", 1, Integer::sum);
                         pause(500 + random.nextInt(1500)); // the broker stays down a while, load keeps coming
                         kafka.cluster().restartBroker(broker);
+                        continue;
                     }
-                    else {
-                        App app = apps.get(random.nextInt(apps.size()));
-                        app.stop();
-                        app.start();
-                        app.restarts++;
-                        faults.merge("restarts of " + app.name, 1, Integer::sum);
+                    App app = apps.get(random.nextInt(apps.size()));
+                    switch (kind) {
+                        case 1 -> {
+                            app.stop();
+                            app.start();
+                            faults.merge("restarts of " + app.name, 1, Integer::sum);
+                        }
+                        case 2 -> {
+                            app.kill();
+                            app.start();
+                            faults.merge("kills of " + app.name, 1, Integer::sum);
+                        }
+                        default -> {
+                            // sometimes past the consumers' session timeout (10 s): the group moves on without it
+                            app.freeze(1000 + random.nextInt(11_000));
+                            faults.merge("pauses of " + app.name, 1, Integer::sum);
+                        }
                     }
                 }
                 feeding.set(false);
@@ -274,9 +326,7 @@ class AllPathsChaosSoakTest {
                 assertThat(violations).as("violations seen while the soak ran (seed %d)", seed).isEmpty();
                 // each decision row is cleared after its Kafka commit; nothing lost or left in doubt
                 await().atMost(Duration.ofSeconds(60)).until(() -> count(url, "kafka_txn_decision_log") == 0);
-                TwoPhaseRecovery recovery = Objects.requireNonNull(apps.get(1).context).getBean(TwoPhaseRecovery.class);
-                assertThat(recovery.lostTransactions()).isEmpty();
-                assertThat(recovery.inDoubtTransactions()).isEmpty();
+
             }
             finally {
                 feeding.set(false);
@@ -290,6 +340,13 @@ class AllPathsChaosSoakTest {
                     kafka.cluster().restartBrokers(kafka.cluster().stoppedBrokers());
                 }
             }
+            // what a restart of the two-phase application would settle: nothing lost, failed or in doubt
+            TwoPhaseRecovery recovery = new TwoPhaseRecovery(new DriverManagerDataSource(url, "postgres", "postgres"),
+                    new DecisionLog(), "soak-j-", 4, kafka.cluster().clientConfigs(), null);
+            RecoveryReport report = recovery.recover();
+            assertThat(report.lost()).isEmpty();
+            assertThat(report.failed()).isEmpty();
+            assertThat(recovery.inDoubtTransactions()).isEmpty();
             assertExactlyOnce(paths, seed);
             assertThat(count(url, "copies")).as("one row per input of the two-phase path")
                 .isEqualTo(twoPhase.sentTotal());
@@ -308,9 +365,9 @@ class AllPathsChaosSoakTest {
                     .append(TimeUnit.NANOSECONDS.toMillis(path.longestGapNanos)).append(" ms)");
             }
             System.out.printf("all-paths chaos soak: %d s; records exactly once: %s; transactions committed %d, "
-                    + "rolled back %d; faults %s; violations 0 (seed %d)%n", soak.toSeconds(), summary, commits,
+                    + "rolled back %d (counted at clean stops); faults %s; violations 0 (seed %d)%n", soak.toSeconds(), summary, commits,
                     rollbacks, faults, seed);
-            assertThat(faults).containsKey("broker kills").hasSizeGreaterThanOrEqualTo(2);
+            assertThat(faults).containsKey("broker kills").hasSizeGreaterThanOrEqualTo(4);
         }
     }
 
@@ -373,7 +430,7 @@ class AllPathsChaosSoakTest {
                     }
                     else if (path.seenKeys.merge(r.key(), 1, Integer::sum) > 1) {
                         violations.add(path.name + ": " + r.key() + " produced twice (offset " + r.offset()
-                                + "; the listener ran on it: " + DELIVERIES.get(r.key()) + ")");
+                                + "; the listener ran on it: " + Deliveries.of(r.key()) + ")");
                     }
                 }
             }
@@ -463,8 +520,44 @@ class AllPathsChaosSoakTest {
         }
     }
 
-    /** Each queue task's runs of the listener (thread, delivery count, time): a duplicate's report names them. */
-    static final Map<String, List<String>> DELIVERIES = new ConcurrentHashMap<>();
+    /**
+     * Each queue task's runs of the listener (thread, delivery count, time), written by the worker applications to a
+     * file of the soak: a duplicate's report names them.
+     */
+    static final class Deliveries {
+
+        static final java.nio.file.Path FILE = createFile();
+
+        private static java.nio.file.Path createFile() {
+            try {
+                java.nio.file.Path file = java.nio.file.Files.createTempFile("soak-deliveries", ".log");
+                file.toFile().deleteOnExit();
+                return file;
+            }
+            catch (java.io.IOException ex) {
+                throw new java.io.UncheckedIOException(ex);
+            }
+        }
+
+        static synchronized void record(String file, String key, String run) {
+            try {
+                java.nio.file.Files.writeString(java.nio.file.Path.of(file), key + " " + run + "\n",
+                        java.nio.file.StandardOpenOption.APPEND);
+            }
+            catch (java.io.IOException ex) {
+                throw new java.io.UncheckedIOException(ex);
+            }
+        }
+
+        static List<String> of(String key) {
+            try (java.util.stream.Stream<String> lines = java.nio.file.Files.lines(FILE)) {
+                return lines.filter(l -> l.startsWith(key + " ")).toList();
+            }
+            catch (java.io.IOException ex) {
+                return List.of("(unreadable: " + ex + ")");
+            }
+        }
+    }
 
     /** The loop and the queue: a programmatic loop over a bound consumer, and a share worker with a ledger. */
     @Configuration(proxyBeanMethods = false)
@@ -494,9 +587,9 @@ class AllPathsChaosSoakTest {
                     "soak-workers", consumers, transactionManager, env.getRequiredProperty("queue.group"),
                     List.of(env.getRequiredProperty("queue.in")), StringDeserializer::new, StringDeserializer::new,
                     task -> {
-                        DELIVERIES.computeIfAbsent(task.key(), k -> new CopyOnWriteArrayList<>())
-                            .add(Thread.currentThread().getName() + " delivery " + task.deliveryCount().orElse((short) 0)
-                                    + " at " + java.time.LocalTime.now());
+                        Deliveries.record(env.getRequiredProperty("queue.deliveries"), task.key(),
+                                ProcessHandle.current().pid() + "/" + Thread.currentThread().getName() + " delivery "
+                                        + task.deliveryCount().orElse((short) 0) + " at " + java.time.LocalTime.now());
                         template.send(out, task.key(), "done-" + task.value());
                         return AcknowledgeType.ACCEPT;
                     });

@@ -1,0 +1,53 @@
+package io.github.txnsession.boot;
+
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+
+import io.github.txnsession.spring.SessionTransactionCounters;
+import org.springframework.boot.WebApplicationType;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.context.ConfigurableApplicationContext;
+
+/**
+ * Runs one application of {@link AllPathsChaosSoakTest} in a JVM of its own, so that the soak can kill it
+ * ({@code kill -9}) or freeze it ({@code SIGSTOP}) as a crashed or paused client, not only close it.
+ *
+ * <p>Arguments: the {@code @Configuration} class, then the application's properties ({@code name=value}). Standard
+ * output carries the protocol only (the logs go to standard error): {@code READY} once started; on the line
+ * {@code stop} from standard input it closes the application, prints {@code STOPPED <commits> <rollbacks>} and exits.
+ */
+public final class SoakApplicationMain {
+
+    private SoakApplicationMain() {
+    }
+
+    public static void main(String[] args) throws ClassNotFoundException, IOException {
+        PrintStream protocol = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
+        System.setOut(System.err); // the logs (Boot's console appender) must not mix with the protocol
+        Class<?> configuration = Class.forName(args[0]);
+        ConfigurableApplicationContext context = new SpringApplicationBuilder(configuration)
+            .web(WebApplicationType.NONE)
+            .properties(Arrays.copyOfRange(args, 1, args.length))
+            .run();
+        protocol.println("READY");
+        BufferedReader commands = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = commands.readLine()) != null) {
+            if (line.equals("stop")) {
+                break;
+            }
+        }
+        SessionTransactionCounters counters = context.getBeanProvider(SessionTransactionCounters.class)
+            .getIfAvailable();
+        context.close();
+        protocol.println("STOPPED " + (counters == null ? 0 : counters.commits()) + " "
+                + (counters == null ? 0 : counters.rollbacks()));
+        System.exit(0);
+    }
+}
