@@ -29,7 +29,6 @@ import io.github.txnsession.kafka.test.ChildJvm;
 import io.github.txnsession.kafka.test.HangingTransactions;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import io.github.txnsession.spring.SessionShareListenerContainer;
-import io.github.txnsession.spring.SessionTransactionCounters;
 import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.TransactionalConsumerFactory;
 import io.github.txnsession.spring.jdbc.DecisionLog;
@@ -81,7 +80,9 @@ import org.springframework.transaction.support.TransactionTemplate;
  * random) and restarted after 0.5 to 2 s; or one application, chosen at random, either closed and started again with
  * the same transactional ids (a clean client bounce), or killed ({@code kill -9}, anywhere in a transaction or a
  * two-phase commit) and started again, or frozen ({@code SIGSTOP}) for 1 to 12 s, sometimes past its consumers'
- * session timeout (the group moves on; the frozen one wakes up as a zombie). The first four faults are one of each.
+ * session timeout (the group moves on; the frozen one wakes up as a zombie). The first four faults are chosen: a
+ * broker kill, the two-phase and the loop and queue applications killed, the listener frozen for 11 s. After each application fault the soak waits until that application's paths show output again.
+ * The applications report what their two-phase recovery found lost or in doubt at each start and clean stop.
  * <p>Checked all along by a concurrent {@code read_committed} reader: the ordered paths' output is, per partition, a
  * prefix of the input in order (nothing duplicated, nothing skipped), the queue's output has no key twice, and no path
  * with input left goes 60 s without output. At the end: every input exactly once on every path, one row per input of
@@ -147,16 +148,21 @@ class AllPathsChaosSoakTest {
         final String prefix;
         final List<String> properties;
         final Class<?> configuration;
+        /** the paths the application carries */
+        final List<Path> paths;
         @Nullable ChildJvm jvm;
         /** counted when the application is closed (a killed one's counts are lost) */
         long commits;
         long rollbacks;
+        /** what its two-phase recovery reported lost or in doubt, at a start or a clean stop */
+        final List<String> problems = new CopyOnWriteArrayList<>();
 
-        App(String name, String prefix, Class<?> configuration, List<String> properties) {
+        App(String name, String prefix, Class<?> configuration, List<String> properties, List<Path> paths) {
             this.name = name;
             this.prefix = prefix;
             this.configuration = configuration;
             this.properties = properties;
+            this.paths = paths;
         }
 
         void start() {
@@ -185,23 +191,45 @@ class AllPathsChaosSoakTest {
         }
 
         void awaitReady() {
-            Objects.requireNonNull(this.jvm, "launched").awaitLine("READY", Duration.ofSeconds(180));
+            String[] counts = Objects.requireNonNull(this.jvm, "launched")
+                .awaitValue("READY", Duration.ofSeconds(180)).split(" ");
+            recordProblems("at a start", counts[0], counts[1]);
         }
 
         /** Closes the application (a clean client bounce when it is started again). */
         void stop() {
             ChildJvm running = this.jvm;
-            if (running != null) {
-                this.jvm = null;
+            if (running == null) {
+                return;
+            }
+            this.jvm = null;
+            try {
                 if (running.isAlive()) {
                     running.send("stop");
                     String[] counts = running.awaitValue("STOPPED", Duration.ofSeconds(120)).split(" ");
                     this.commits += Long.parseLong(counts[0]);
                     this.rollbacks += Long.parseLong(counts[1]);
+                    recordProblems("at a clean stop", counts[2], counts[3]);
                     running.awaitExit(Duration.ofSeconds(30));
                 }
-                running.close();
             }
+            finally {
+                running.close(); // (kills it if it is still there)
+            }
+        }
+
+        private void recordProblems(String when, String lost, String inDoubt) {
+            if (!lost.equals("0") || !inDoubt.equals("0")) {
+                this.problems.add(this.name + " " + when + ": its two-phase recovery reported " + lost
+                        + " lost and " + inDoubt + " in-doubt transactions");
+            }
+        }
+
+        /** @return why the application is gone although nobody stopped it, or null while it runs */
+        @Nullable String diedOnItsOwn() {
+            ChildJvm running = this.jvm;
+            return running == null || running.isAlive() ? null
+                    : this.name + " exited on its own with code " + running.awaitExit(Duration.ofSeconds(1));
         }
 
         /** Kills the application (SIGKILL): whatever it was doing stops between any two steps. */
@@ -250,28 +278,31 @@ class AllPathsChaosSoakTest {
                 outputs.add(new TopicPartition(path.out, p));
             }
         }
+        Deliveries.reset();
         try (EmbeddedPostgres postgres = EmbeddedPostgres.builder().start()) {
             String url = postgres.getJdbcUrl("postgres", "postgres");
             execute(url, "CREATE TABLE copies (id VARCHAR(64) PRIMARY KEY)");
             List<App> apps = List.of(
                     new App("listener", "soak-l-", ListenerBrokerBounceTest.App.class,
                             List.of(CommittedReader.KAFKA_ONLY, "listener.in=" + listener.in,
-                                    "listener.out=" + listener.out, "listener.group=soak-l-group")),
+                                    "listener.out=" + listener.out, "listener.group=soak-l-group"), List.of(listener)),
                     new App("two-phase", "soak-j-", ListenerBrokerBounceTest.App.class,
                             List.of("listener.in=" + twoPhase.in, "listener.out=" + twoPhase.out,
                                     "listener.group=soak-j-group", "spring.datasource.url=" + url,
                                     "spring.datasource.username=postgres", "spring.datasource.password=postgres",
-                                    "kafka.txn-session.jdbc.enabled=true")),
+                                    "kafka.txn-session.jdbc.enabled=true"), List.of(twoPhase)),
                     new App("loop+queue", "soak-q-", QueueApp.class,
                             List.of(CommittedReader.KAFKA_ONLY, "loop.in=" + loop.in, "loop.out=" + loop.out,
                                     "loop.group=soak-c-group", "queue.in=" + queue.in, "queue.out=" + queue.out,
                                     "queue.group=soak-q-group", "queue.ledger=soak-q-ledger",
                                     "queue.deliveries=" + Deliveries.FILE,
-                                    // below the ledger's lookup timeout (30 s): a killed worker's open entry holds
-                                    // up the lookups of its records until the coordinator aborts its transaction
-                                    "kafka.txn-session.transaction-timeout=20s")));
+                                    // well below the ledger's lookup timeout (30 s): a killed worker's open entry
+                                    // holds up the lookups of its records until the coordinator aborts its
+                                    // transaction (its abort scan runs every 10 s)
+                                    "kafka.txn-session.transaction-timeout=10s"), List.of(loop, queue)));
             AtomicBoolean feeding = new AtomicBoolean(true);
             AtomicBoolean reading = new AtomicBoolean(true);
+            List<String> stopFailures = new ArrayList<>();
             Thread reader = new Thread(() -> read(paths, outputs, reading, violations), "soak-reader");
             Thread feeder = new Thread(() -> feed(paths, feeding), "soak-feeder");
             try {
@@ -281,11 +312,26 @@ class AllPathsChaosSoakTest {
                 feeder.start();
                 long end = System.nanoTime() + soak.toNanos();
                 // at least one fault of each kind, however slow the machine (on CI the first broker kill alone has taken
-                // longer than the default soak), then at random: half of them broker kills
-                for (int fault = 0; (fault < 4 || System.nanoTime() < end) && violations.isEmpty(); fault++) {
+                // longer than the default soak): a broker kill, the two-phase application and the loop and queue
+                // killed, the listener frozen past its consumers' session timeout; then at random, half of them broker
+                // kills (clean restarts come only then: the other tests of this module close applications plenty)
+                int[][] first = {{0, 0}, {1, 1}, {1, 2}, {3, 0}}; // {kind, application}
+                for (int fault = 0; (fault < first.length || System.nanoTime() < end) && violations.isEmpty();
+                        fault++) {
                     pause(1000 + random.nextInt(2000)); // the time between faults, not waiting for a condition
                     check(paths, violations);
-                    int kind = fault < 4 ? fault : random.nextBoolean() ? 0 : 1 + random.nextInt(3);
+                    for (App app : apps) {
+                        String died = app.diedOnItsOwn();
+                        if (died != null) {
+                            violations.add(died);
+                        }
+                        violations.addAll(app.problems);
+                    }
+                    if (!violations.isEmpty()) {
+                        break;
+                    }
+                    boolean chosen = fault < first.length;
+                    int kind = chosen ? first[fault][0] : random.nextBoolean() ? 0 : 1 + random.nextInt(3);
                     if (kind == 0) {
                         int broker = new ArrayList<>(kafka.cluster().brokerIds()).get(random.nextInt(3));
                         awaitFullyReplicated(admin, paths);
@@ -295,24 +341,27 @@ class AllPathsChaosSoakTest {
                         kafka.cluster().restartBroker(broker);
                         continue;
                     }
-                    App app = apps.get(random.nextInt(apps.size()));
+                    App app = apps.get(chosen ? first[fault][1] : random.nextInt(apps.size()));
                     switch (kind) {
                         case 1 -> {
-                            app.stop();
-                            app.start();
-                            faults.merge("restarts of " + app.name, 1, Integer::sum);
-                        }
-                        case 2 -> {
                             app.kill();
                             app.start();
                             faults.merge("kills of " + app.name, 1, Integer::sum);
                         }
+                        case 2 -> {
+                            app.stop();
+                            app.start();
+                            faults.merge("restarts of " + app.name, 1, Integer::sum);
+                        }
                         default -> {
                             // sometimes past the consumers' session timeout (10 s): the group moves on without it
-                            app.freeze(1000 + random.nextInt(11_000));
+                            app.freeze(chosen ? 11_000 : 1000 + random.nextInt(11_000));
                             faults.merge("pauses of " + app.name, 1, Integer::sum);
                         }
                     }
+                    // the application's paths show output again before the next fault (faults do not pile up on one
+                    // application beyond what the stall check allows)
+                    awaitProgress(app, violations);
                 }
                 feeding.set(false);
                 feeder.join();
@@ -326,36 +375,43 @@ class AllPathsChaosSoakTest {
                 assertThat(violations).as("violations seen while the soak ran (seed %d)", seed).isEmpty();
                 // each decision row is cleared after its Kafka commit; nothing lost or left in doubt
                 await().atMost(Duration.ofSeconds(60)).until(() -> count(url, "kafka_txn_decision_log") == 0);
-
             }
             finally {
                 feeding.set(false);
                 reading.set(false);
                 feeder.join();
                 reader.join();
-                for (App app : apps) {
-                    app.stop();
-                }
                 if (!kafka.cluster().stoppedBrokers().isEmpty()) {
                     kafka.cluster().restartBrokers(kafka.cluster().stoppedBrokers());
                 }
+                for (App app : apps) {
+                    try {
+                        app.stop(); // every application is stopped, whatever failed before
+                    }
+                    catch (RuntimeException | AssertionError ex) {
+                        log.error("Stopping {} failed", app.name, ex);
+                        stopFailures.add(app.name + ": " + ex);
+                    }
+                }
             }
-            // what a restart of the two-phase application would settle: nothing lost, failed or in doubt
-            TwoPhaseRecovery recovery = new TwoPhaseRecovery(new DriverManagerDataSource(url, "postgres", "postgres"),
-                    new DecisionLog(), "soak-j-", 4, kafka.cluster().clientConfigs(), null);
-            RecoveryReport report = recovery.recover();
-            assertThat(report.lost()).isEmpty();
-            assertThat(report.failed()).isEmpty();
-            assertThat(recovery.inDoubtTransactions()).isEmpty();
+            assertThat(stopFailures).as("applications that did not stop cleanly").isEmpty();
+            List<TopicPartition> partitions = new ArrayList<>(outputs);
+            partitions.addAll(HangingTransactions.offsetsTopicPartitions(admin));
+            partitions.add(new TopicPartition("soak-q-ledger", 0));
+            for (App app : apps) {
+                // before any recovery below could end what an application left open
+                HangingTransactions.assertNone(admin, app.prefix.substring(0, app.prefix.length() - 1), partitions,
+                        Duration.ofSeconds(30));
+                assertThat(app.problems).as("what %s's two-phase recovery reported", app.name).isEmpty();
+            }
+            assertThat(count(url, "kafka_txn_decision_log")).as("decision rows left").isZero();
+            // a restart of the two-phase application would find nothing to settle
+            RecoveryReport report = new TwoPhaseRecovery(new DriverManagerDataSource(url, "postgres", "postgres"),
+                    new DecisionLog(), "soak-j-", 4, kafka.cluster().clientConfigs(), null).recover();
+            assertThat(report.isEmpty()).as("recovery after the soak: %s", report).isTrue();
             assertExactlyOnce(paths, seed);
             assertThat(count(url, "copies")).as("one row per input of the two-phase path")
                 .isEqualTo(twoPhase.sentTotal());
-            List<TopicPartition> partitions = new ArrayList<>(outputs);
-            partitions.addAll(HangingTransactions.offsetsTopicPartitions(admin));
-            for (App app : apps) {
-                HangingTransactions.assertNone(admin, app.prefix.substring(0, app.prefix.length() - 1), partitions,
-                        Duration.ofSeconds(30));
-            }
             long commits = apps.stream().mapToLong(a -> a.commits).sum();
             long rollbacks = apps.stream().mapToLong(a -> a.rollbacks).sum();
             StringBuilder summary = new StringBuilder();
@@ -365,9 +421,10 @@ class AllPathsChaosSoakTest {
                     .append(TimeUnit.NANOSECONDS.toMillis(path.longestGapNanos)).append(" ms)");
             }
             System.out.printf("all-paths chaos soak: %d s; records exactly once: %s; transactions committed %d, "
-                    + "rolled back %d (counted at clean stops); faults %s; violations 0 (seed %d)%n", soak.toSeconds(), summary, commits,
-                    rollbacks, faults, seed);
-            assertThat(faults).containsKey("broker kills").hasSizeGreaterThanOrEqualTo(4);
+                    + "rolled back %d (counted at clean stops); faults %s; violations 0 (seed %d)%n",
+                    soak.toSeconds(), summary, commits, rollbacks, faults, seed);
+            assertThat(faults).containsKeys("broker kills", "kills of two-phase", "kills of loop+queue",
+                    "pauses of listener");
         }
     }
 
@@ -481,6 +538,19 @@ class AllPathsChaosSoakTest {
         }
     }
 
+    /** Waits until each path of {@code app} shows new output, at most {@link #MAX_STALL}; a violation otherwise. */
+    private static void awaitProgress(App app, List<String> violations) {
+        Map<Path, Long> before = new HashMap<>();
+        app.paths.forEach(p -> before.put(p, p.seenTotal()));
+        try {
+            await().atMost(MAX_STALL).pollInterval(Duration.ofMillis(200))
+                .until(() -> !violations.isEmpty() || app.paths.stream().allMatch(p -> p.seenTotal() > before.get(p)));
+        }
+        catch (org.awaitility.core.ConditionTimeoutException ex) {
+            violations.add(app.name + ": no new output within " + MAX_STALL.toSeconds() + " s after its fault");
+        }
+    }
+
     private static void awaitFullyReplicated(Admin admin, List<Path> paths) {
         List<String> topics = new ArrayList<>(List.of("__transaction_state", "__consumer_offsets"));
         paths.forEach(p -> topics.addAll(List.of(p.in, p.out)));
@@ -521,32 +591,21 @@ class AllPathsChaosSoakTest {
     }
 
     /**
-     * Each queue task's runs of the listener (thread, delivery count, time), written by the worker applications to a
-     * file of the soak: a duplicate's report names them.
+     * Each queue task's runs of the listener (process, thread, delivery count, time), written by the worker
+     * applications to a file under {@code target/}: a duplicate's report names them, and the file stays after a failed
+     * run.
      */
     static final class Deliveries {
 
-        static final java.nio.file.Path FILE = createFile();
+        static final java.nio.file.Path FILE = java.nio.file.Path.of("target", "soak-deliveries.log").toAbsolutePath();
 
-        private static java.nio.file.Path createFile() {
-            try {
-                java.nio.file.Path file = java.nio.file.Files.createTempFile("soak-deliveries", ".log");
-                file.toFile().deleteOnExit();
-                return file;
-            }
-            catch (java.io.IOException ex) {
-                throw new java.io.UncheckedIOException(ex);
-            }
+        private Deliveries() {
         }
 
-        static synchronized void record(String file, String key, String run) {
-            try {
-                java.nio.file.Files.writeString(java.nio.file.Path.of(file), key + " " + run + "\n",
-                        java.nio.file.StandardOpenOption.APPEND);
-            }
-            catch (java.io.IOException ex) {
-                throw new java.io.UncheckedIOException(ex);
-            }
+        /** Starts the file of a run anew. */
+        static void reset() throws java.io.IOException {
+            java.nio.file.Files.createDirectories(FILE.getParent());
+            java.nio.file.Files.writeString(FILE, "");
         }
 
         static List<String> of(String key) {
@@ -556,6 +615,17 @@ class AllPathsChaosSoakTest {
             catch (java.io.IOException ex) {
                 return List.of("(unreadable: " + ex + ")");
             }
+        }
+    }
+
+    /** Appends a task's run to the soak's deliveries file (in the worker application's JVM). */
+    static synchronized void recordDelivery(String file, String key, String run) {
+        try {
+            java.nio.file.Files.writeString(java.nio.file.Path.of(file), key + " " + run + "\n",
+                    java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND);
+        }
+        catch (java.io.IOException ex) {
+            throw new java.io.UncheckedIOException(ex);
         }
     }
 
@@ -587,7 +657,7 @@ class AllPathsChaosSoakTest {
                     "soak-workers", consumers, transactionManager, env.getRequiredProperty("queue.group"),
                     List.of(env.getRequiredProperty("queue.in")), StringDeserializer::new, StringDeserializer::new,
                     task -> {
-                        Deliveries.record(env.getRequiredProperty("queue.deliveries"), task.key(),
+                        recordDelivery(env.getRequiredProperty("queue.deliveries"), task.key(),
                                 ProcessHandle.current().pid() + "/" + Thread.currentThread().getName() + " delivery "
                                         + task.deliveryCount().orElse((short) 0) + " at " + java.time.LocalTime.now());
                         template.send(out, task.key(), "done-" + task.value());

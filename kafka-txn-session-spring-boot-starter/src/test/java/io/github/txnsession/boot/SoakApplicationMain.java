@@ -10,6 +10,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
 import io.github.txnsession.spring.SessionTransactionCounters;
+import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
 import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ConfigurableApplicationContext;
@@ -19,8 +20,10 @@ import org.springframework.context.ConfigurableApplicationContext;
  * ({@code kill -9}) or freeze it ({@code SIGSTOP}) as a crashed or paused client, not only close it.
  *
  * <p>Arguments: the {@code @Configuration} class, then the application's properties ({@code name=value}). Standard
- * output carries the protocol only (the logs go to standard error): {@code READY} once started; on the line
- * {@code stop} from standard input it closes the application, prints {@code STOPPED <commits> <rollbacks>} and exits.
+ * output carries the protocol only (the logs go to standard error): {@code READY <lost> <in doubt>} once started; on
+ * the line {@code stop} from standard input it closes the application, prints
+ * {@code STOPPED <commits> <rollbacks> <lost> <in doubt>} and exits. Lost and in doubt: the two-phase transactions the
+ * application's recovery reported so far (0 without two-phase commit).
  */
 public final class SoakApplicationMain {
 
@@ -35,7 +38,7 @@ public final class SoakApplicationMain {
             .web(WebApplicationType.NONE)
             .properties(Arrays.copyOfRange(args, 1, args.length))
             .run();
-        protocol.println("READY");
+        protocol.println("READY " + twoPhaseProblems(context));
         BufferedReader commands = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = commands.readLine()) != null) {
@@ -45,9 +48,17 @@ public final class SoakApplicationMain {
         }
         SessionTransactionCounters counters = context.getBeanProvider(SessionTransactionCounters.class)
             .getIfAvailable();
+        String problems = twoPhaseProblems(context);
         context.close();
         protocol.println("STOPPED " + (counters == null ? 0 : counters.commits()) + " "
-                + (counters == null ? 0 : counters.rollbacks()));
+                + (counters == null ? 0 : counters.rollbacks()) + " " + problems);
         System.exit(0);
+    }
+
+    /** @return the lost and in-doubt counts of the application's two-phase recovery, "0 0" without one */
+    private static String twoPhaseProblems(ConfigurableApplicationContext context) {
+        TwoPhaseRecovery recovery = context.getBeanProvider(TwoPhaseRecovery.class).getIfAvailable();
+        return recovery == null ? "0 0"
+                : recovery.lostTransactions().size() + " " + recovery.inDoubtTransactions().size();
     }
 }

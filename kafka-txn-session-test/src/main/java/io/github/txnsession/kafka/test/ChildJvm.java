@@ -25,12 +25,22 @@ import org.jspecify.annotations.Nullable;
  */
 public final class ChildJvm implements AutoCloseable {
 
+    /** children still running: killed when this JVM exits, so none outlives a test run that failed midway */
+    private static final java.util.Set<Process> RUNNING = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    static {
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> RUNNING.forEach(Process::destroyForcibly),
+                "child-jvm-reaper"));
+    }
+
     private final Process process;
     private final BlockingQueue<String> lines = new LinkedBlockingQueue<>();
     private final List<String> seen = new ArrayList<>();
 
     private ChildJvm(Process process) {
         this.process = process;
+        RUNNING.add(process);
+        process.onExit().thenRun(() -> RUNNING.remove(process));
         Thread reader = new Thread(() -> {
             try (BufferedReader r = new BufferedReader(
                     new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
@@ -62,6 +72,7 @@ public final class ChildJvm implements AutoCloseable {
         command.add("-Xmx256m");
         command.add("-XX:+UseSerialGC");
         command.add("-XX:TieredStopAtLevel=1");
+        command.add("-XX:+ExitOnOutOfMemoryError"); // not a half-dead child that only times out
         command.add("-cp");
         command.add(System.getProperty("java.class.path"));
         command.add(mainClass.getName());
