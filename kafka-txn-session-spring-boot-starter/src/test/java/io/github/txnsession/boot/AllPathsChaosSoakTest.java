@@ -80,8 +80,10 @@ import org.springframework.transaction.support.TransactionTemplate;
  * random) and restarted after 0.5 to 2 s; or one application, chosen at random, either closed and started again with
  * the same transactional ids (a clean client bounce), or killed ({@code kill -9}, anywhere in a transaction or a
  * two-phase commit) and started again, or frozen ({@code SIGSTOP}) for 1 to 12 s, sometimes past its consumers'
- * session timeout (the group moves on; the frozen one wakes up as a zombie). The first four faults are chosen: a
- * broker kill, the two-phase and the loop and queue applications killed, the listener frozen for 11 s. After each application fault the soak waits until that application's paths show output again.
+ * session timeout (the group moves on; the frozen one wakes up as a zombie). The first five faults are chosen: a
+ * broker kill, the two-phase and the loop and queue applications killed, the listener frozen for 11 s, the two-phase
+ * application closed and started again. After each application fault the soak waits until that application's paths
+ * show output again.
  * The applications report what their two-phase recovery found lost or in doubt at each start and clean stop.
  * <p>Checked all along by a concurrent {@code read_committed} reader: the ordered paths' output is, per partition, a
  * prefix of the input in order (nothing duplicated, nothing skipped), the queue's output has no key twice, and no path
@@ -204,14 +206,16 @@ class AllPathsChaosSoakTest {
             }
             this.jvm = null;
             try {
-                if (running.isAlive()) {
-                    running.send("stop");
-                    String[] counts = running.awaitValue("STOPPED", Duration.ofSeconds(120)).split(" ");
-                    this.commits += Long.parseLong(counts[0]);
-                    this.rollbacks += Long.parseLong(counts[1]);
-                    recordProblems("at a clean stop", counts[2], counts[3]);
-                    running.awaitExit(Duration.ofSeconds(30));
+                if (!running.isAlive()) {
+                    throw new AssertionError(this.name + " had exited on its own with code "
+                            + running.awaitExit(Duration.ofSeconds(1)) + " before it was stopped");
                 }
+                running.send("stop");
+                String[] counts = running.awaitValue("STOPPED", Duration.ofSeconds(120)).split(" ");
+                this.commits += Long.parseLong(counts[0]);
+                this.rollbacks += Long.parseLong(counts[1]);
+                recordProblems("at a clean stop", counts[2], counts[3]);
+                running.awaitExit(Duration.ofSeconds(30));
             }
             finally {
                 running.close(); // (kills it if it is still there)
@@ -311,11 +315,11 @@ class AllPathsChaosSoakTest {
                 reader.start();
                 feeder.start();
                 long end = System.nanoTime() + soak.toNanos();
-                // at least one fault of each kind, however slow the machine (on CI the first broker kill alone has taken
-                // longer than the default soak): a broker kill, the two-phase application and the loop and queue
-                // killed, the listener frozen past its consumers' session timeout; then at random, half of them broker
-                // kills (clean restarts come only then: the other tests of this module close applications plenty)
-                int[][] first = {{0, 0}, {1, 1}, {1, 2}, {3, 0}}; // {kind, application}
+                // at least one fault of each kind, however slow the machine (on CI the first broker kill alone has
+                // taken longer than the default soak): a broker kill, the two-phase application and the loop and queue
+                // killed, the listener frozen past its consumers' session timeout, the two-phase application closed and
+                // started again under load; then at random, half of them broker kills
+                int[][] first = {{0, 0}, {1, 1}, {1, 2}, {3, 0}, {2, 1}}; // {kind, application}
                 for (int fault = 0; (fault < first.length || System.nanoTime() < end) && violations.isEmpty();
                         fault++) {
                     pause(1000 + random.nextInt(2000)); // the time between faults, not waiting for a condition
@@ -370,6 +374,12 @@ class AllPathsChaosSoakTest {
                 }
                 await().atMost(Duration.ofSeconds(240)).pollInterval(Duration.ofMillis(500)).until(() -> {
                     check(paths, violations);
+                    for (App app : apps) {
+                        String died = app.diedOnItsOwn();
+                        if (died != null && !violations.contains(died)) {
+                            violations.add(died);
+                        }
+                    }
                     return !violations.isEmpty() || paths.stream().allMatch(p -> p.seenTotal() >= p.sentTotal());
                 });
                 assertThat(violations).as("violations seen while the soak ran (seed %d)", seed).isEmpty();
@@ -379,10 +389,16 @@ class AllPathsChaosSoakTest {
             finally {
                 feeding.set(false);
                 reading.set(false);
-                feeder.join();
-                reader.join();
-                if (!kafka.cluster().stoppedBrokers().isEmpty()) {
-                    kafka.cluster().restartBrokers(kafka.cluster().stoppedBrokers());
+                try {
+                    feeder.join();
+                    reader.join();
+                    if (!kafka.cluster().stoppedBrokers().isEmpty()) {
+                        kafka.cluster().restartBrokers(kafka.cluster().stoppedBrokers());
+                    }
+                }
+                catch (InterruptedException | RuntimeException ex) {
+                    log.error("Ending the soak's input, reader or broker outage failed", ex);
+                    stopFailures.add("ending the soak: " + ex);
                 }
                 for (App app : apps) {
                     try {
@@ -424,7 +440,7 @@ class AllPathsChaosSoakTest {
                     + "rolled back %d (counted at clean stops); faults %s; violations 0 (seed %d)%n",
                     soak.toSeconds(), summary, commits, rollbacks, faults, seed);
             assertThat(faults).containsKeys("broker kills", "kills of two-phase", "kills of loop+queue",
-                    "pauses of listener");
+                    "pauses of listener", "restarts of two-phase");
         }
     }
 
@@ -544,7 +560,13 @@ class AllPathsChaosSoakTest {
         app.paths.forEach(p -> before.put(p, p.seenTotal()));
         try {
             await().atMost(MAX_STALL).pollInterval(Duration.ofMillis(200))
-                .until(() -> !violations.isEmpty() || app.paths.stream().allMatch(p -> p.seenTotal() > before.get(p)));
+                .until(() -> {
+                    String died = app.diedOnItsOwn();
+                    if (died != null) {
+                        violations.add(died);
+                    }
+                    return !violations.isEmpty() || app.paths.stream().allMatch(p -> p.seenTotal() > before.get(p));
+                });
         }
         catch (org.awaitility.core.ConditionTimeoutException ex) {
             violations.add(app.name + ": no new output within " + MAX_STALL.toSeconds() + " s after its fault");

@@ -11,6 +11,7 @@ import java.util.Arrays;
 
 import io.github.txnsession.spring.SessionTransactionCounters;
 import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
+import org.jspecify.annotations.Nullable;
 import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ConfigurableApplicationContext;
@@ -38,7 +39,8 @@ public final class SoakApplicationMain {
             .web(WebApplicationType.NONE)
             .properties(Arrays.copyOfRange(args, 1, args.length))
             .run();
-        protocol.println("READY " + twoPhaseProblems(context));
+        protocol.println("READY " + twoPhaseProblems(context.getBeanProvider(TwoPhaseRecovery.class)
+            .getIfAvailable()));
         BufferedReader commands = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = commands.readLine()) != null) {
@@ -48,16 +50,16 @@ public final class SoakApplicationMain {
         }
         SessionTransactionCounters counters = context.getBeanProvider(SessionTransactionCounters.class)
             .getIfAvailable();
-        String problems = twoPhaseProblems(context);
-        context.close();
+        TwoPhaseRecovery recovery = context.getBeanProvider(TwoPhaseRecovery.class).getIfAvailable();
+        context.close(); // (completions still running in the background end here, and may report)
+        String problems = twoPhaseProblems(recovery);
         protocol.println("STOPPED " + (counters == null ? 0 : counters.commits()) + " "
                 + (counters == null ? 0 : counters.rollbacks()) + " " + problems);
         System.exit(0);
     }
 
     /** @return the lost and in-doubt counts of the application's two-phase recovery, "0 0" without one */
-    private static String twoPhaseProblems(ConfigurableApplicationContext context) {
-        TwoPhaseRecovery recovery = context.getBeanProvider(TwoPhaseRecovery.class).getIfAvailable();
+    private static String twoPhaseProblems(@Nullable TwoPhaseRecovery recovery) {
         return recovery == null ? "0 0"
                 : recovery.lostTransactions().size() + " " + recovery.inDoubtTransactions().size();
     }
