@@ -7,7 +7,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -19,7 +18,6 @@ import io.github.txnsession.kafka.TransactionalConsumer;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
 import io.github.txnsession.spring.CurrentTransactionSession;
 import io.github.txnsession.spring.SessionShareListenerContainer;
-import io.github.txnsession.spring.SessionShareKafkaListenerContainerFactory;
 import io.github.txnsession.spring.ShareDeadLetterHandler;
 import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.TransactionalConsumerFactory;
@@ -46,8 +44,6 @@ import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
-import org.springframework.kafka.annotation.KafkaListener;
-import org.springframework.kafka.core.DefaultShareConsumerFactory;
 import org.springframework.kafka.core.KafkaTemplate;
 import org.springframework.transaction.TransactionSystemException;
 import org.springframework.transaction.support.TransactionSynchronization;
@@ -80,10 +76,6 @@ class TransactionalConsumersTest {
     static final String BATCH_RESULTS = "batch-results";
     static final String BATCH_GROUP = "batch-workers";
     static final int BATCH_TASK_COUNT = 60;
-    static final String LISTENER_TASKS = "listener-tasks";
-    static final String LISTENER_RESULTS = "listener-results";
-    static final String LISTENER_GROUP = "listener-workers";
-    static final int LISTENER_TASK_COUNT = 30;
     static final String LEDGER_TASKS = "ledger-tasks";
     static final String LEDGER_RESULTS = "ledger-results";
     static final String LEDGER_GROUP = "ledger-workers";
@@ -95,18 +87,11 @@ class TransactionalConsumersTest {
     @BeforeAll
     static void start() throws Exception {
         kafka.cluster().createTopics(1, LOOP_IN, LOOP_OUT, TASKS, RESULTS, BATCH_TASKS, BATCH_RESULTS,
-                BATCH_TASKS + "-dlt", LISTENER_TASKS, LISTENER_RESULTS, LEDGER_TASKS, LEDGER_RESULTS);
+                BATCH_TASKS + "-dlt", LEDGER_TASKS, LEDGER_RESULTS);
         kafka.cluster().admin().incrementalAlterConfigs(Map.of(
                 new ConfigResource(ConfigResource.Type.GROUP, LEDGER_GROUP),
                 List.of(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
                         AlterConfigOp.OpType.SET)),
-                new ConfigResource(ConfigResource.Type.GROUP, LISTENER_GROUP),
-                List.of(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
-                        AlterConfigOp.OpType.SET),
-                        // retries of a transient failure stop at two thirds of the lock (6.7 s), counted from the
-                        // start of the poll that returned the records, which includes joining the group
-                        new AlterConfigOp(new ConfigEntry("share.record.lock.duration.ms", "10000"),
-                                AlterConfigOp.OpType.SET)),
                 new ConfigResource(ConfigResource.Type.GROUP, BATCH_GROUP),
                 List.of(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
                         AlterConfigOp.OpType.SET)),
@@ -127,9 +112,6 @@ class TransactionalConsumersTest {
             }
             for (int i = 0; i < BATCH_TASK_COUNT; i++) {
                 producer.send(new ProducerRecord<>(BATCH_TASKS, String.format("b-%02d", i), "task " + i));
-            }
-            for (int i = 0; i < LISTENER_TASK_COUNT; i++) {
-                producer.send(new ProducerRecord<>(LISTENER_TASKS, String.format("k-%02d", i), "task " + i));
             }
             for (int i = 0; i < LEDGER_TASK_COUNT; i++) {
                 producer.send(new ProducerRecord<>(LEDGER_TASKS, String.format("g-%02d", i), "task " + i));
@@ -308,38 +290,6 @@ class TransactionalConsumersTest {
     }
 
     /**
-     * A {@code @KafkaListener} on a {@link SessionShareKafkaListenerContainerFactory}: each record's output commits in
-     * its transaction before the container ACCEPTs it; a rolled-back record is released and done on its next delivery;
-     * a transient failure is run again on the same delivery.
-     */
-    @Test
-    void aShareKafkaListenerRunsEachRecordInATransaction() {
-        ListenerWorker worker = context.getBean(ListenerWorker.class);
-        await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
-            .until(() -> CommittedReader.readToEnd(kafka.bootstrapServers(), LISTENER_RESULTS, true).size()
-                    >= LISTENER_TASK_COUNT);
-        // acknowledged after commit: nothing more comes for a while
-        await().during(Duration.ofSeconds(3)).atMost(Duration.ofSeconds(5))
-            .until(() -> worker.invocations().entrySet().stream().filter(e -> !e.getKey().equals("k-02"))
-                .mapToInt(Map.Entry::getValue).sum() == LISTENER_TASK_COUNT - 1 + LISTENER_TASK_COUNT / 5 + 1);
-        // k-02 failed transiently on all of its first delivery: retried in place only while two thirds of the 10 s
-        // lock lasted (how many attempts fit depends on when it came in its poll; k-01 shows an in-place retry), then
-        // released and done on its second delivery
-        List<Long> attempts = worker.outageAttempts();
-        assertThat(attempts).isNotEmpty();
-        assertThat(Duration.ofNanos(attempts.get(attempts.size() - 1) - attempts.get(0)))
-            .isLessThan(Duration.ofMillis(7_000));
-        List<ConsumerRecord<String, String>> results = CommittedReader.readToEnd(kafka.bootstrapServers(),
-                LISTENER_RESULTS, true);
-        assertThat(results).extracting(ConsumerRecord::key).doesNotHaveDuplicates().hasSize(LISTENER_TASK_COUNT);
-        worker.maxDelivery().forEach((key, delivery) -> assertThat(delivery).as(key)
-            .isEqualTo(ListenerWorker.failsOnce(key) || key.equals("k-02") ? 2 : 1));
-        assertThat(CommittedReader.readToEnd(kafka.bootstrapServers(), LISTENER_RESULTS, false))
-            .as("the rolled-back attempts wrote, and were aborted")
-            .hasSizeGreaterThan(LISTENER_TASK_COUNT);
-    }
-
-    /**
      * The batch container with an outcome ledger: each transaction also writes its entry, records that failed once
      * come back (looked up in the ledger first, found nowhere, processed), and every task has one output.
      */
@@ -396,20 +346,6 @@ class TransactionalConsumersTest {
             container.setPollTimeout(Duration.ofMillis(200));
             container.setMaxRecordsPerTransaction(1);
             return container;
-        }
-
-        @Bean
-        ListenerWorker listenerWorker(KafkaTemplate<Object, Object> template) {
-            return new ListenerWorker(template);
-        }
-
-        @Bean
-        SessionShareKafkaListenerContainerFactory<String, String> sessionShareFactory(
-                SessionTransactionManager transactionManager) {
-            Map<String, Object> configs = Map.of("bootstrap.servers", kafka.bootstrapServers());
-            DefaultShareConsumerFactory<String, String> consumers = new DefaultShareConsumerFactory<>(configs,
-                    StringDeserializer::new, StringDeserializer::new);
-            return new SessionShareKafkaListenerContainerFactory<>(consumers, transactionManager);
         }
 
         @Bean(destroyMethod = "close")
@@ -474,58 +410,6 @@ class TransactionalConsumersTest {
                 throw new IllegalStateException("injected failure on " + task.key());
             }
             return AcknowledgeType.ACCEPT;
-        }
-
-        Map<String, Integer> maxDelivery() {
-            return this.maxDelivery;
-        }
-    }
-
-    /**
-     * A {@code @KafkaListener} share worker: a result per task; every fifth task fails on its first delivery (after
-     * sending), task k-01 fails once with a transient error.
-     */
-    static class ListenerWorker {
-
-        private final KafkaTemplate<Object, Object> template;
-        private final Map<String, Integer> invocations = new ConcurrentHashMap<>();
-        private final Map<String, Integer> maxDelivery = new ConcurrentHashMap<>();
-        private final AtomicBoolean transientFailed = new AtomicBoolean();
-        private final List<Long> outageAttempts = new CopyOnWriteArrayList<>();
-
-        ListenerWorker(KafkaTemplate<Object, Object> template) {
-            this.template = template;
-        }
-
-        static boolean failsOnce(String key) {
-            return Integer.parseInt(key.substring(2)) % 5 == 0;
-        }
-
-        @KafkaListener(topics = LISTENER_TASKS, groupId = LISTENER_GROUP, containerFactory = "sessionShareFactory")
-        void onTask(ConsumerRecord<String, String> task) {
-            this.invocations.merge(task.key(), 1, Integer::sum);
-            int delivery = task.deliveryCount().map(Short::intValue).orElse(0);
-            this.maxDelivery.merge(task.key(), delivery, Math::max);
-            this.template.send(LISTENER_RESULTS, task.key(), "done: " + task.value());
-            if (task.key().equals("k-01") && this.transientFailed.compareAndSet(false, true)) {
-                throw new TimeoutException("injected transient failure on " + task.key());
-            }
-            if (task.key().equals("k-02") && delivery == 1) {
-                this.outageAttempts.add(System.nanoTime());
-                throw new TimeoutException("injected outage on " + task.key());
-            }
-            if (failsOnce(task.key()) && delivery == 1) {
-                this.template.flush();
-                throw new IllegalStateException("injected failure on " + task.key());
-            }
-        }
-
-        Map<String, Integer> invocations() {
-            return this.invocations;
-        }
-
-        List<Long> outageAttempts() {
-            return this.outageAttempts;
         }
 
         Map<String, Integer> maxDelivery() {

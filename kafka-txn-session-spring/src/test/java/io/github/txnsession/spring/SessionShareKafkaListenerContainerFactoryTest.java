@@ -1,7 +1,6 @@
 package io.github.txnsession.spring;
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Collection;
 import java.util.Map;
@@ -10,9 +9,11 @@ import java.util.regex.Pattern;
 
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.jspecify.annotations.Nullable;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 import org.springframework.kafka.config.KafkaListenerEndpoint;
@@ -27,91 +28,65 @@ import org.springframework.kafka.support.TopicPartitionOffset;
 import org.springframework.kafka.support.converter.MessageConverter;
 import org.springframework.test.util.ReflectionTestUtils;
 import org.springframework.transaction.TransactionDefinition;
-import org.springframework.transaction.TransactionSystemException;
 import org.springframework.transaction.support.AbstractPlatformTransactionManager;
 import org.springframework.transaction.support.DefaultTransactionStatus;
-import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatIllegalArgumentException;
 import static org.assertj.core.api.Assertions.assertThatIllegalStateException;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
- * The {@code @KafkaListener} share factory without a broker: what it wraps, what it refuses. (Against a broker:
- * {@code TransactionalConsumersTest#aShareKafkaListenerRunsEachRecordInATransaction} in the starter.)
+ * The {@code @KafkaListener} share factory without a broker: what it wraps, what it refuses. (Against a broker, with
+ * outages, slow listeners, failed commits and a ledger: {@code TransactionalConsumersTest} in the starter.)
  */
 class SessionShareKafkaListenerContainerFactoryTest {
 
+    private static final Map<String, Object> NOWHERE = Map.of("bootstrap.servers", "localhost:9");
+
     private final CountingTransactionManager transactions = new CountingTransactionManager();
+    private final TransactionSessionPool pool = new TransactionSessionPool("share-factory-", 1, Duration.ofSeconds(1),
+            NOWHERE, List.of());
     private final SessionShareKafkaListenerContainerFactory<String, String> factory =
-            new SessionShareKafkaListenerContainerFactory<>(new DefaultShareConsumerFactory<>(
-                    Map.of("bootstrap.servers", "localhost:9"), StringDeserializer::new, StringDeserializer::new),
-                    this.transactions);
+            new SessionShareKafkaListenerContainerFactory<>(new DefaultShareConsumerFactory<>(NOWHERE,
+                    StringDeserializer::new, StringDeserializer::new), this.transactions,
+                    new TransactionalConsumerFactory(this.pool, NOWHERE));
 
     private ShareKafkaMessageListenerContainer<String, String> container(MessageListener<String, String> listener) {
         return this.factory.createListenerContainer(new Endpoint(listener));
     }
 
-    @SuppressWarnings("unchecked")
-    private static void deliver(ShareKafkaMessageListenerContainer<String, String> container) {
-        Object wrapped = container.getContainerProperties().getMessageListener();
+    @AfterEach
+    void closePool() {
+        this.pool.close();
+    }
+
+    @Test
+    void theListenerIsWrappedAndRefusesRecordsOfAConsumerTheFactoryDidNotMake() {
+        AtomicInteger calls = new AtomicInteger();
+        Object wrapped = container(r -> calls.incrementAndGet()).getContainerProperties().getMessageListener();
         assertThat(wrapped).isInstanceOf(AcknowledgingShareConsumerAwareMessageListener.class);
-        ((AcknowledgingShareConsumerAwareMessageListener<String, String>) wrapped)
-            .onShareRecord(new ConsumerRecord<>("tasks", 0, 7L, "k", "v"), null, null);
-    }
-
-    @Test
-    void theListenerRunsInsideATransactionThatCommitsBeforeItReturns() {
-        List<Boolean> active = new ArrayList<>();
-        deliver(container(r -> active.add(TransactionSynchronizationManager.isActualTransactionActive())));
-        assertThat(active).containsExactly(true);
-        assertThat(this.transactions.commits).hasValue(1);
-        assertThat(this.transactions.rollbacks).hasValue(0);
-    }
-
-    @Test
-    void aFailingListenerRollsBackAndTheFailureReachesTheContainer() {
-        ShareKafkaMessageListenerContainer<String, String> container = container(r -> {
-            throw new IllegalStateException("bad record");
-        });
-        assertThatIllegalStateException().isThrownBy(() -> deliver(container)).withMessage("bad record");
+        @SuppressWarnings("unchecked")
+        AcknowledgingShareConsumerAwareMessageListener<String, String> listener =
+                (AcknowledgingShareConsumerAwareMessageListener<String, String>) wrapped;
+        try (KafkaShareConsumer<String, String> plain = new KafkaShareConsumer<>(
+                Map.of("bootstrap.servers", "localhost:9", "group.id", "workers"), new StringDeserializer(),
+                new StringDeserializer())) {
+            assertThatIllegalStateException()
+                .isThrownBy(() -> listener.onShareRecord(new ConsumerRecord<>("tasks", 0, 7L, "k", "v"), null, plain))
+                .withMessageContaining("not made by its SessionShareKafkaListenerContainerFactory");
+        }
+        assertThat(calls).hasValue(0);
         assertThat(this.transactions.commits).hasValue(0);
-        assertThat(this.transactions.rollbacks).hasValue(1);
     }
 
     @Test
-    void aTransientFailureRunsAgainOnTheSameDelivery() {
-        this.factory.setTransientRetryTime(Duration.ofSeconds(5));
-        AtomicInteger attempts = new AtomicInteger();
-        deliver(container(r -> {
-            if (attempts.incrementAndGet() < 3) {
-                throw new TimeoutException("broker unavailable");
-            }
-        }));
-        assertThat(attempts).hasValue(3);
-        assertThat(this.transactions.rollbacks).hasValue(2);
-        assertThat(this.transactions.commits).hasValue(1);
-    }
-
-    @Test
-    void aFailedCommitIsNeverRunAgainOnTheSameDelivery() {
-        this.transactions.failCommits = true; // a COMMIT that failed on a transient error: it may have happened
-        AtomicInteger attempts = new AtomicInteger();
-        ShareKafkaMessageListenerContainer<String, String> container = container(r -> attempts.incrementAndGet());
-        assertThatThrownBy(() -> deliver(container)).isInstanceOf(TransactionSystemException.class);
-        assertThat(attempts).hasValue(1);
-    }
-
-    @Test
-    void aTransientFailureIsRetriedOnlyWithinTheRetryTime() {
-        this.factory.setTransientRetryTime(Duration.ofMillis(500));
-        AtomicInteger attempts = new AtomicInteger();
-        ShareKafkaMessageListenerContainer<String, String> container = container(r -> {
-            attempts.incrementAndGet();
-            throw new TimeoutException("broker unavailable");
-        });
-        assertThatThrownBy(() -> deliver(container)).isInstanceOf(TimeoutException.class);
-        assertThat(attempts.get()).as("retried within its time, then handed to the recoverer").isBetween(2, 4);
+    void aManagerWithoutSessionsNeedsTheBindingFactory() {
+        assertThatIllegalArgumentException()
+            .isThrownBy(() -> new SessionShareKafkaListenerContainerFactory<>(new DefaultShareConsumerFactory<>(
+                    NOWHERE, StringDeserializer::new, StringDeserializer::new), this.transactions))
+            .withMessageContaining(CountingTransactionManager.class.getName())
+            .withMessageContaining("TransactionalConsumerFactory");
     }
 
     @Test
@@ -215,7 +190,6 @@ class SessionShareKafkaListenerContainerFactoryTest {
         private static final long serialVersionUID = 1L;
         final AtomicInteger commits = new AtomicInteger();
         final AtomicInteger rollbacks = new AtomicInteger();
-        volatile boolean failCommits;
 
         @Override
         protected Object doGetTransaction() {
@@ -228,9 +202,6 @@ class SessionShareKafkaListenerContainerFactoryTest {
 
         @Override
         protected void doCommit(DefaultTransactionStatus status) {
-            if (this.failCommits) {
-                throw new TransactionSystemException("COMMIT failed", new TimeoutException("no answer"));
-            }
             this.commits.incrementAndGet();
         }
 

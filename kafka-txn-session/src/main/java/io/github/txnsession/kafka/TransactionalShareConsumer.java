@@ -797,7 +797,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             sendInFlight();
         }
         if (!this.outgoing.isEmpty()) {
-            log.warn("Share group '{}': acknowledgements {} wait until their renewed records come back",
+            log.debug("Share group '{}': acknowledgements {} wait until their renewed records come back",
                     this.groupId, this.outgoing);
         }
         if (commit) {
