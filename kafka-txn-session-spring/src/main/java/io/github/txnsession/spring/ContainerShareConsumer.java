@@ -18,6 +18,7 @@ import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.errors.RecordDeserializationException;
 import org.apache.kafka.common.metrics.KafkaMetric;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -79,7 +80,17 @@ final class ContainerShareConsumer<K, V> implements ShareConsumer<K, V> {
             return;
         }
         long start = System.nanoTime(); // the broker extends a lock when it gets the renewal, later
-        this.delegate.heartbeat();
+        try {
+            this.delegate.heartbeat();
+        }
+        catch (RecordDeserializationException ex) {
+            // fetched by the poll that takes renewed records back, and not the current record's fault: rejected as
+            // the container rejects one its own poll cannot deserialize
+            log.warn("A record fetched while renewing locks cannot be deserialized ({}); rejecting {}@{}",
+                    ex.toString(), ex.topicPartition(), ex.offset());
+            this.delegate.acknowledge(ex.topicPartition().topic(), ex.topicPartition().partition(), ex.offset(),
+                    AcknowledgeType.REJECT);
+        }
         this.lockedSince = start;
     }
 

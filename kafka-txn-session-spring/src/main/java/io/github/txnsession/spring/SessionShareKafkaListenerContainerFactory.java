@@ -55,8 +55,8 @@ import org.springframework.transaction.support.TransactionTemplate;
  * makes the container's consumers {@link TransactionalShareConsumer}s over the application's ones (explicit mode), and
  * wraps each endpoint's listener so that it runs inside a transaction that the consumer is bound to: the listener's
  * work, and the record's ACCEPT, join that transaction; the ACCEPT is sent right after the commit (not when the
- * poll's records are done), and the container's own acknowledgement of a record whose transaction acknowledged it is
- * ignored. A transaction that rolled back throws, and the recoverer this factory sets by default RELEASEs the record
+ * poll's records are done; a record whose lock renewal is still under way is acknowledged once the consumer has it
+ * back), and the container's own acknowledgement of a record whose transaction acknowledged it is ignored. A transaction that rolled back throws, and the recoverer this factory sets by default RELEASEs the record
  * (spring-kafka's default REJECTs it, which would archive a record whose work never committed).
  *
  * <h2>Guarantees</h2>
@@ -93,9 +93,13 @@ import org.springframework.transaction.support.TransactionTemplate;
  * longer than {@code share.record.lock.duration.ms} loses the record's lock, so its work is rolled back and the
  * record delivered again; one that always takes that long never commits (raise the lock duration). A commit that
  * takes longer than a whole lock after the last renewal can still land after another consumer got the record.</li>
- * <li>A transient failure that never ends blocks the container's thread (logged at WARN on every attempt); a failure
- * misread as transient does the same. An outage of Kafka itself also stops the renewals: records whose lock expires
- * during it are delivered again later, using up a delivery.</li>
+ * <li>A transient failure that never ends blocks the container's thread (logged at WARN on every attempt) and keeps
+ * the rest of its poll's records from other consumers (their locks are renewed); a failure misread as transient does
+ * the same. Bound it with {@link #setTransientRetryTime} if that matters more than the deliveries. An outage of Kafka
+ * itself also stops the renewals: records whose lock expires during it are delivered again later, using up a
+ * delivery. A container stopped during retries runs the poll's remaining records once each.</li>
+ * <li>The listener must not acknowledge the record itself (the container does, in EXPLICIT mode): its transaction
+ * is then rolled back and the record released.</li>
  * <li>A recoverer set on a container directly (a {@code ContainerCustomizer}) bypasses this factory's rule that a
  * transient failure is RELEASEd.</li>
  * <li>A {@code KafkaListenerErrorHandler} that swallows the listener's exception runs inside the transaction: what
@@ -178,7 +182,7 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
     }
 
     /**
-     * Makes the consumers of containers created from now on use {@code ledger}, which closes the window between a
+     * Makes the consumers this factory's containers start from now on use {@code ledger}, which closes the window between a
      * record's commit and its acknowledgement (see {@link ShareOutcomeLedger}); they are created with
      * {@code share.acquire.mode=record_limit}, which its lock check needs. Each commit then also writes an entry and
      * waits for the broker to confirm the record's lock, so a transaction costs more. The caller closes the ledger
@@ -370,6 +374,9 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
                     this.transactions.executeWithoutResult(status -> {
                         shared.renewIfDue(RENEW_AFTER);
                         this.binder.bindToCurrentTransaction(shared.transactional());
+                        if (!shared.holds(record)) {
+                            return; // lost while renewing or binding: not processed here; the container's ACCEPT is ignored
+                        }
                         if (this.delegate instanceof AcknowledgingShareConsumerAwareMessageListener<?, ?> aware) {
                             ((AcknowledgingShareConsumerAwareMessageListener<K, V>) aware).onShareRecord(record,
                                     acknowledgment, shared);
@@ -377,9 +384,15 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
                         else {
                             ((GenericMessageListener<ConsumerRecord<K, V>>) this.delegate).onMessage(record);
                         }
-                        if (shared.holds(record)) { // (not if the listener acknowledged it itself)
-                            shared.transactional().acknowledge(record, AcknowledgeType.ACCEPT);
+                        if (!shared.holds(record)) {
+                            // its lock was lost during the call (or the listener acknowledged it, which EXPLICIT mode
+                            // leaves to the container): another consumer may be processing it, never commit
+                            throw new IllegalStateException("Share listener '" + this.id + "': " + record.topic()
+                                    + "-" + record.partition() + "@" + record.offset() + " is no longer held by its "
+                                    + "consumer after the listener returned (its lock was lost, or the listener "
+                                    + "acknowledged it, which the container does in EXPLICIT mode): rolled back");
                         }
+                        shared.transactional().acknowledge(record, AcknowledgeType.ACCEPT);
                         // a long call: renew before committing; a lock found lost makes the commit refuse
                         shared.renewIfDue(RENEW_AFTER);
                         workDone[0] = true; // a failure from here on is the commit's

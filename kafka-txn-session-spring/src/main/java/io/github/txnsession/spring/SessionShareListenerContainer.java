@@ -34,7 +34,8 @@ import org.springframework.transaction.support.TransactionTemplate;
  *
  * <p>Why a container of our own: spring-kafka's {@code ShareKafkaMessageListenerContainer} (4.1) calls its listener
  * once per record and has no transaction-manager hook; {@link SessionShareKafkaListenerContainerFactory} runs each of
- * its records in a transaction, which keeps {@code @KafkaListener}, but cannot batch, renew locks or use a ledger.
+ * its records in a transaction, which keeps {@code @KafkaListener}, but cannot batch records or isolate failures in a
+ * batch, and renews locks only between records.
  * This container is small: per thread, one {@link TransactionalShareConsumer} (explicit acknowledgement) polling;
  * per poll, as few transactions as {@link #setMaxRecordsPerTransaction} and {@link #setMaxTransactionTime} allow (one
  * per record if the first is 1). In each, the consumer is bound to the transaction's session, the listener runs on
