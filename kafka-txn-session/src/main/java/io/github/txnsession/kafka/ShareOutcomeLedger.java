@@ -543,6 +543,7 @@ public final class ShareOutcomeLedger implements AutoCloseable {
                 Thread.currentThread().interrupt();
                 throw new InterruptException(ex);
             }
+            Map<TopicPartition, Long> before = stable;
             try {
                 stable = await(endOffsets(partitions, IsolationLevel.READ_COMMITTED), deadline);
             }
@@ -551,6 +552,13 @@ public final class ShareOutcomeLedger implements AutoCloseable {
                     throw stayedOpen(stable, highWatermarks, ex); // (the deadline, not the broker, ended the read)
                 }
                 throw ex;
+            }
+            if (!stable.equals(before) && !isStable(highWatermarks, stable)) {
+                // a transaction ended, another is still open: what is still open may not concern the caller
+                readCommittedUpTo(stable, deadline);
+                if (!writtenWhileOpen(mustWaitFor, stable, ends, deadline)) {
+                    return false;
+                }
             }
         }
         readCommittedUpTo(highWatermarks, deadline);
@@ -671,7 +679,8 @@ public final class ShareOutcomeLedger implements AutoCloseable {
 
     private Map<TopicPartition, ListOffsetsResultInfo> awaitInfo(
             KafkaFuture<Map<TopicPartition, ListOffsetsResultInfo>> ends, long deadline) {
-        long left = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
+        // rounded up: a wait cut off by the deadline must end at or after it (see catchUp)
+        long left = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime() + 999_999));
         try {
             return ends.get(left, TimeUnit.MILLISECONDS);
         }

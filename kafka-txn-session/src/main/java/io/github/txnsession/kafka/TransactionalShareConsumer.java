@@ -712,6 +712,9 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     if (ok) {
                         this.heldSince.put(id, sentAt); // a failed renewal extended nothing
                     }
+                    else {
+                        dropLost(id); // the client drops a record whose renewal was refused: it never comes back
+                    }
                     confirmed.put(id, ok);
                 }
                 if (allInFlightAcknowledged()) {
@@ -722,6 +725,21 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         }
         finally {
             this.access.unlock();
+        }
+    }
+
+    /**
+     * Forgets held record {@code id}, whose lock is lost (a renewal the broker refused or that did not come back): the
+     * group delivers it again, so its pending acknowledgement is dropped, and an open transaction that acknowledged it
+     * must not commit. Caller holds {@link #track}.
+     */
+    private void dropLost(ShareRecordId id) {
+        this.held.remove(id);
+        this.heldSince.remove(id);
+        this.renewed.remove(id);
+        this.outgoing.remove(id);
+        if (this.buffered.remove(id) != null) {
+            this.lostInTransaction.add(id); // its output must not commit: another consumer may get it
         }
     }
 
@@ -767,15 +785,9 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             log.warn("Share group '{}': records {} did not come back after their lock renewal (lock expired or lost); "
                     + "the group delivers them again, so their pending acknowledgements are dropped", this.groupId,
                     this.renewed);
-            for (ShareRecordId id : this.renewed) {
-                this.held.remove(id);
-                this.heldSince.remove(id);
-                this.outgoing.remove(id);
-                if (this.buffered.remove(id) != null) {
-                    this.lostInTransaction.add(id); // its output must not commit: another consumer may get it
-                }
+            for (ShareRecordId id : new ArrayList<>(this.renewed)) {
+                dropLost(id);
             }
-            this.renewed.clear();
         }
     }
 

@@ -28,7 +28,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 class ShareOutcomeLedgerOpenRangeTest {
 
     private static final String GROUP = "open-range-group";
-    private static final Duration LOOKUP_TIMEOUT = Duration.ofSeconds(2);
+    /** long enough for a lookup that must not wait to read the open range on a slow machine (each wait costs it) */
+    private static final Duration LOOKUP_TIMEOUT = Duration.ofSeconds(3);
 
     @RegisterExtension
     static final KafkaClusterExtension kafka = KafkaClusterExtension.withBrokers(1);
