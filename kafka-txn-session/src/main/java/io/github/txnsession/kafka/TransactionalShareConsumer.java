@@ -665,7 +665,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             ids = new ArrayList<>(this.held.keySet());
             ids.removeAll(this.renewed);
         }
-        int count = ids.isEmpty() ? 0 : renew(ids).size();
+        int count = ids.isEmpty() ? 0
+                : (int) renew(ids).values().stream().filter(Boolean::booleanValue).count();
         KafkaTransactionSession s = this.session;
         if (s != null && (s.state() == SessionState.IN_TRANSACTION || s.state() == SessionState.PREPARED)) {
             s.heartbeat();
@@ -693,7 +694,20 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     }
                 }
                 this.sentUnanswered.clear(); // (acknowledgements going out with a renewal are not counted)
-                Map<TopicIdPartition, Optional<KafkaException>> result = this.delegate.commitSync(RENEW_TIMEOUT);
+                Map<TopicIdPartition, Optional<KafkaException>> result;
+                try {
+                    result = this.delegate.commitSync(RENEW_TIMEOUT);
+                }
+                catch (RuntimeException ex) {
+                    // whether the locks were extended is not known: the open transaction must not commit the
+                    // output of these records (another consumer may get them once their old lock runs out)
+                    for (ShareRecordId id : sent) {
+                        if (this.buffered.containsKey(id)) {
+                            this.lostInTransaction.add(id);
+                        }
+                    }
+                    throw ex;
+                }
                 Set<TopicPartition> answered = new HashSet<>();
                 result.forEach((tip, error) -> {
                     if (error.isEmpty()) {
@@ -738,6 +752,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         this.heldSince.remove(id);
         this.renewed.remove(id);
         this.outgoing.remove(id);
+        this.stash.removeIf(r -> id.equals(ShareRecordId.of(r))); // fetched by a retake, then lost: never returned
         if (this.buffered.remove(id) != null) {
             this.lostInTransaction.add(id); // its output must not commit: another consumer may get it
         }
