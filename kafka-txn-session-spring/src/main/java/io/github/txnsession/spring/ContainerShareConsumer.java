@@ -60,7 +60,10 @@ final class ContainerShareConsumer<K, V> implements ShareConsumer<K, V> {
         return this.delegate;
     }
 
-    /** @return whether the transactional consumer still holds {@code record} (delivered, lock not lost, not acknowledged) */
+    /**
+     * @return whether the transactional consumer still holds {@code record} (delivered, lock not lost, not
+     *         acknowledged)
+     */
     boolean holds(ConsumerRecord<?, ?> record) {
         return this.delegate.holds(record);
     }

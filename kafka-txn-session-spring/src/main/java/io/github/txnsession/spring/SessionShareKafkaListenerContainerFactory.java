@@ -56,7 +56,8 @@ import org.springframework.transaction.support.TransactionTemplate;
  * wraps each endpoint's listener so that it runs inside a transaction that the consumer is bound to: the listener's
  * work, and the record's ACCEPT, join that transaction; the ACCEPT is sent right after the commit (not when the
  * poll's records are done; a record whose lock renewal is still under way is acknowledged once the consumer has it
- * back), and the container's own acknowledgement of a record whose transaction acknowledged it is ignored. A transaction that rolled back throws, and the recoverer this factory sets by default RELEASEs the record
+ * back), and the container's own acknowledgement of a record whose transaction acknowledged it is ignored. A
+ * transaction that rolled back throws, and the recoverer this factory sets by default RELEASEs the record
  * (spring-kafka's default REJECTs it, which would archive a record whose work never committed).
  *
  * <h2>Guarantees</h2>
@@ -164,8 +165,8 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
                 + Objects.requireNonNull(transactionManager, "transactionManager").getClass().getName()
                 + " needs the TransactionalConsumerFactory that enlists Kafka sessions in it, to bind the records' "
                 + "acknowledgements to each transaction: use new SessionShareKafkaListenerContainerFactory<>("
-                + "consumers, transactionManager, transactionalConsumers) with the starter's TransactionalConsumerFactory "
-                + "bean");
+                + "consumers, transactionManager, transactionalConsumers) with the starter's "
+                + "TransactionalConsumerFactory bean");
     }
 
     /**
@@ -182,8 +183,8 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
     }
 
     /**
-     * Makes the consumers this factory's containers start from now on use {@code ledger}, which closes the window between a
-     * record's commit and its acknowledgement (see {@link ShareOutcomeLedger}); they are created with
+     * Makes the consumers this factory's containers start from now on use {@code ledger}, which closes the window
+     * between a record's commit and its acknowledgement (see {@link ShareOutcomeLedger}); they are created with
      * {@code share.acquire.mode=record_limit}, which its lock check needs. Each commit then also writes an entry and
      * waits for the broker to confirm the record's lock, so a transaction costs more. The caller closes the ledger
      * after the containers.
@@ -375,7 +376,8 @@ public class SessionShareKafkaListenerContainerFactory<K, V> extends ShareKafkaL
                         shared.renewIfDue(RENEW_AFTER);
                         this.binder.bindToCurrentTransaction(shared.transactional());
                         if (!shared.holds(record)) {
-                            return; // lost while renewing or binding: not processed here; the container's ACCEPT is ignored
+                            // lost while renewing or binding: not processed here; the container's ACCEPT is ignored
+                            return;
                         }
                         if (this.delegate instanceof AcknowledgingShareConsumerAwareMessageListener<?, ?> aware) {
                             ((AcknowledgingShareConsumerAwareMessageListener<K, V>) aware).onShareRecord(record,
