@@ -30,6 +30,7 @@ import org.slf4j.LoggerFactory;
 
 import org.springframework.beans.BeanUtils;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -209,6 +210,31 @@ public final class TransactionSessionAutoConfiguration {
         TransactionalIdFleet fleet = builder.start();
         pool.setFleetSettlementRequester(fleet::requestSettlement);
         return fleet;
+    }
+
+    /**
+     * Kafka-only mode: once every singleton exists, starts the pool's background abort of the transactions a crashed
+     * predecessor left open on ids this process has not used yet
+     * ({@link TransactionSessionPool#abortLeftoversInBackground()}), so that the consumer offsets those transactions
+     * hold do not keep the application's {@code read_committed} consumers waiting for Kafka's transaction timeout.
+     * Startup does not wait for it. Not with two-phase commit ({@code kafka.txn-session.jdbc.enabled=true}: its
+     * recovery settles every id, and a prepared transaction may have to be committed) nor in fleet mode (the fleet
+     * settles each slot as it arrives).
+     *
+     * @param pool the session pool, if the context has exactly one
+     * @param environment for {@code kafka.txn-session.jdbc.enabled}
+     * @return the startup hook
+     */
+    @Bean
+    static SmartInitializingSingleton transactionSessionLeftoverAbort(ObjectProvider<TransactionSessionPool> pool,
+            Environment environment) {
+        return () -> {
+            TransactionSessionPool p = pool.getIfUnique();
+            if (p != null && !p.isFleet() && !environment.getProperty(TwoPhaseCommitProperties.PREFIX + ".enabled",
+                    Boolean.class, false)) {
+                p.abortLeftoversInBackground();
+            }
+        };
     }
 
     /**

@@ -6,6 +6,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
@@ -356,6 +357,116 @@ public final class TransactionSessionPool implements AutoCloseable {
             finally {
                 this.lock.unlock();
             }
+        }
+    }
+
+    /**
+     * Aborts, in the background, what a crashed predecessor with the same prefix left open on those of the pool's ids
+     * that no session of this pool has initialized yet. The starter calls it at startup in Kafka-only mode.
+     *
+     * <p>Why: a pool initializes its ids lazily, and initializing is what aborts a leftover. An id the restarted
+     * application does not need soon keeps its leftover transaction open until Kafka's transaction timeout, and with
+     * it the consumer offsets that transaction sent: a {@code read_committed} consumer of that group cannot read its
+     * committed offsets while they are pending, so partitions the crashed process was processing stay stuck (seen:
+     * a restarted {@code @KafkaListener} application got its partitions 60 s after the crash, the default
+     * {@code transaction.timeout.ms}).
+     *
+     * <p>Each id is looked at on the settlement executor while it is reserved (no session is lent for it meanwhile;
+     * {@link #acquire()} lends another slot or waits): an open transaction is resumed and aborted, as two-phase
+     * recovery aborts one. An id that has a session (initialized by this pool: its initialization already aborted
+     * the leftover) or is in doubt is left alone, and so is the whole pool when it is in fleet mode (a fleet settles
+     * each slot as it arrives) or has an {@linkplain #setInDoubtResolver in-doubt resolver} or
+     * {@linkplain #setAcquireGate acquire gate} (two-phase commit: recovery decides, a prepared transaction may have
+     * to be committed). An id that cannot be looked at (brokers unreachable) is logged and left to the transaction
+     * timeout, as before.
+     *
+     * @return completes with the ids whose open transaction was aborted; never completes exceptionally
+     */
+    public CompletableFuture<List<String>> abortLeftoversInBackground() {
+        CompletableFuture<List<String>> done = new CompletableFuture<>();
+        if (isFleet() || this.inDoubtResolver != null || this.acquireGate != null) {
+            log.debug("Transaction session pool '{}': leftovers are settled by {}", this.prefix,
+                    isFleet() ? "the fleet" : "two-phase recovery");
+            done.complete(List.of());
+            return done;
+        }
+        ExecutorService lane;
+        this.lock.lock();
+        try {
+            if (this.closed) {
+                done.complete(List.of());
+                return done;
+            }
+            if (this.settler == null) {
+                this.settler = daemonThreads(1, "txn-session-settler-" + this.prefix);
+            }
+            lane = this.settler;
+        }
+        finally {
+            this.lock.unlock();
+        }
+        try {
+            lane.execute(() -> done.complete(abortLeftovers()));
+        }
+        catch (RejectedExecutionException ex) {
+            log.warn("Transaction session pool '{}': could not look for transactions left open by a predecessor "
+                    + "({}); they end at their transaction timeout", this.prefix, ex.toString());
+            done.complete(List.of());
+        }
+        return done;
+    }
+
+    private List<String> abortLeftovers() {
+        List<String> aborted = new ArrayList<>();
+        for (Slot slot : this.slots) {
+            if (!reserveUninitialized(slot)) {
+                continue;
+            }
+            try {
+                Optional<TransactionSession> open = TransactionSession.resumeOpen(slot.transactionalId,
+                        this.sessionConfigs);
+                if (open.isPresent()) {
+                    try (TransactionSession leftover = open.get()) {
+                        leftover.abortTransaction();
+                    }
+                    aborted.add(slot.transactionalId);
+                }
+            }
+            catch (RuntimeException ex) {
+                log.warn("Transaction session pool '{}': could not abort what '{}' left open ({}); it ends at its "
+                        + "transaction timeout, or when the pool first uses the id", this.prefix,
+                        slot.transactionalId, ex.toString());
+            }
+            finally {
+                this.lock.lock();
+                try {
+                    slot.owner = null;
+                    this.released.signalAll();
+                }
+                finally {
+                    this.lock.unlock();
+                }
+            }
+        }
+        if (!aborted.isEmpty()) {
+            log.info("Transaction session pool '{}': aborted the transactions a predecessor left open on {}",
+                    this.prefix, aborted);
+        }
+        return aborted;
+    }
+
+    /** Reserves the slot (pickFreeSlot skips it) if it is idle, has never had a session here, and is not in doubt. */
+    private boolean reserveUninitialized(Slot slot) {
+        this.lock.lock();
+        try {
+            if (this.closed || slot.owner != null || slot.session != null || slot.inDoubt || !slot.owned) {
+                return false;
+            }
+            slot.owner = Thread.currentThread();
+            return true;
+        }
+        finally {
+            this.lock.unlock();
         }
     }
 

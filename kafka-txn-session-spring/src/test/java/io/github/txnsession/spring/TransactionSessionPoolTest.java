@@ -19,6 +19,9 @@ import io.github.txnsession.kafka.SessionState;
 import io.github.txnsession.kafka.TransactionSession;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
+import org.apache.kafka.clients.admin.TransactionState;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
@@ -247,5 +250,62 @@ class TransactionSessionPoolTest {
             resumed.abortTransaction();
         }
         lease.release();
+    }
+
+    /**
+     * A crashed predecessor with the same prefix left transactions open on ids 0 and 2. The background abort ends the
+     * one on id 2, which this pool has not used; id 0 was initialized by this pool (which aborted its leftover) and
+     * is lent with a transaction of its own, which is left alone and commits.
+     */
+    @Test
+    void leftoversOnIdsThisPoolHasNotUsedAreAbortedInTheBackground() throws Exception {
+        String prefix = EmbeddedKafkaCluster.uniqueName("leftover") + "-";
+        try (KafkaProducer<String, String> crashed0 = leftover(prefix + "0");
+                KafkaProducer<String, String> crashed2 = leftover(prefix + "2");
+                TransactionSessionPool pool = pool(prefix, 3, Duration.ofSeconds(5))) {
+            PooledSession lent = pool.acquire();
+            lent.session().beginTransaction();
+            new SessionProducer<>(lent.session(), new StringSerializer(), new StringSerializer())
+                .send(new ProducerRecord<>(TOPIC, "lent", "v")).get();
+            List<String> aborted = pool.abortLeftoversInBackground().get(30, TimeUnit.SECONDS);
+            assertThat(aborted).containsExactly(prefix + "2");
+            assertThat(transactionState(prefix + "2")).isNotEqualTo(TransactionState.ONGOING);
+            assertThat(lent.session().state()).isEqualTo(SessionState.IN_TRANSACTION);
+            lent.session().commitTransaction();
+            lent.release();
+            assertThat(pool.acquire().session().transactionalId()).as("no slot stays reserved").isNotNull();
+        }
+    }
+
+    /** With an in-doubt resolver (two-phase commit) recovery decides what an open transaction becomes: nothing here. */
+    @Test
+    void aPoolWithAnInDoubtResolverLeavesLeftoversToIt() throws Exception {
+        String prefix = EmbeddedKafkaCluster.uniqueName("leftover-2pc") + "-";
+        try (KafkaProducer<String, String> crashed = leftover(prefix + "1");
+                TransactionSessionPool pool = pool(prefix, 2, Duration.ofSeconds(5))) {
+            pool.setInDoubtResolver(id -> { });
+            assertThat(pool.abortLeftoversInBackground().get(30, TimeUnit.SECONDS)).isEmpty();
+            assertThat(transactionState(prefix + "1")).isEqualTo(TransactionState.ONGOING);
+            crashed.abortTransaction();
+        }
+    }
+
+    /** A producer that began a transaction with one record and stopped there, as a crashed process would. */
+    private static KafkaProducer<String, String> leftover(String transactionalId) throws Exception {
+        Map<String, Object> configs = new HashMap<>(kafka.cluster().clientConfigs());
+        configs.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        configs.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, 300_000);
+        KafkaProducer<String, String> producer = new KafkaProducer<>(configs, new StringSerializer(),
+                new StringSerializer());
+        producer.initTransactions();
+        producer.beginTransaction();
+        producer.send(new ProducerRecord<>(TOPIC, "leftover", transactionalId)).get();
+        assertThat(transactionState(transactionalId)).isEqualTo(TransactionState.ONGOING);
+        return producer;
+    }
+
+    private static TransactionState transactionState(String transactionalId) throws Exception {
+        return kafka.cluster().admin().describeTransactions(List.of(transactionalId)).description(transactionalId)
+            .get(10, TimeUnit.SECONDS).state();
     }
 }
