@@ -12,6 +12,7 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.stream.Collectors;
 
@@ -31,6 +32,7 @@ import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.errors.InterruptException;
+import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.metrics.KafkaMetric;
 import org.apache.kafka.common.serialization.Deserializer;
 import org.jspecify.annotations.Nullable;
@@ -102,6 +104,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private final ReentrantLock access = new ReentrantLock();
     /** guards the maps below */
     private final Object track = new Object();
+    /** {@link #wakeup()} was called and no poll has thrown for it yet */
+    private final AtomicBoolean wakeupRequested = new AtomicBoolean();
+    /** the application's poll is in the wrapped consumer's poll: a wakeup is passed to it */
+    private volatile boolean polling;
     private final Participant participant = new Participant();
     private volatile @Nullable KafkaTransactionSession session;
 
@@ -428,6 +434,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         }
         this.access.lock();
         try {
+            throwIfWakeupRequested();
             ConsumerRecords<K, V> stashed = null;
             synchronized (this.track) {
                 KafkaTransactionSession current = this.session;
@@ -467,7 +474,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             long now = this.previousPollStart == 0 ? pollStart : this.previousPollStart;
             this.previousPollStart = pollStart;
             this.sentUnanswered.clear(); // what goes out with a poll is never counted as confirmed
-            ConsumerRecords<K, V> records = settleRedeliveries(this.delegate.poll(timeout));
+            ConsumerRecords<K, V> records = settleRedeliveries(pollWakeable(timeout));
             this.delegate.acquisitionLockTimeoutMs().ifPresent(ms -> this.lockTimeoutMs = ms);
             synchronized (this.track) {
                 for (ConsumerRecord<K, V> r : records) {
@@ -775,7 +782,14 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             long acquiredAfter = this.previousPollStart == 0 ? pollStart : this.previousPollStart;
             this.previousPollStart = pollStart;
             this.sentUnanswered.clear();
-            ConsumerRecords<K, V> records = this.delegate.poll(Duration.ofMillis(100));
+            ConsumerRecords<K, V> records;
+            try {
+                records = this.delegate.poll(Duration.ofMillis(100));
+            }
+            catch (WakeupException ex) {
+                passOnWakeup(); // (a wakeup that reached the wrapped consumer after the application's poll returned)
+                continue;
+            }
             if (records.isEmpty()) {
                 continue;
             }
@@ -856,7 +870,16 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      * call's answer names its partition without error.
      */
     private Set<TopicIdPartition> commitSync0() {
-        Map<TopicIdPartition, Optional<KafkaException>> result = this.delegate.commitSync();
+        Map<TopicIdPartition, Optional<KafkaException>> result;
+        try {
+            result = this.delegate.commitSync();
+        }
+        catch (WakeupException ex) {
+            // the acknowledgements went out before the wait was woken (kafka-clients queues them first); only the
+            // answer is lost: they count as sent and unconfirmed, as those of a poll do
+            passOnWakeup();
+            result = Map.of();
+        }
         Set<TopicIdPartition> failed = new HashSet<>();
         Set<TopicPartition> answered = new HashSet<>();
         result.forEach((tip, error) -> {
@@ -876,6 +899,44 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         }
         this.sentUnanswered.clear();
         return failed;
+    }
+
+    /**
+     * The application's poll, woken by {@link #wakeup()}: only this call lets a wakeup reach the wrapped consumer,
+     * so that a wakeup meant for the poll loop (a container stopping) does not break the calls this class makes to
+     * send a committed transaction's acknowledgements or to renew locks (seen in the all-paths soak: a stop during a
+     * commit made the acknowledgements' {@code commitSync} throw, and the commit was reported as not acknowledged).
+     * Caller holds {@link #access}.
+     */
+    private ConsumerRecords<K, V> pollWakeable(Duration timeout) {
+        this.polling = true;
+        try {
+            throwIfWakeupRequested(); // (requested between the check at the start of poll and now)
+            return this.delegate.poll(timeout);
+        }
+        catch (WakeupException ex) {
+            this.wakeupRequested.set(false);
+            throw ex;
+        }
+        finally {
+            this.polling = false;
+        }
+    }
+
+    private void throwIfWakeupRequested() {
+        if (this.wakeupRequested.getAndSet(false)) {
+            throw new WakeupException();
+        }
+    }
+
+    /**
+     * A wakeup reached the wrapped consumer during one of this class's own calls (it raced with the end of the
+     * application's poll): keep it for the application's next poll.
+     */
+    private void passOnWakeup() {
+        log.debug("Share group '{}': a wakeup reached one of the consumer's own calls; the next poll gets it",
+                this.groupId);
+        this.wakeupRequested.set(true);
     }
 
     // ---------------------------------------------------------------- the session's side
@@ -1376,10 +1437,17 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         lockedRun(() -> this.delegate.close(timeout));
     }
 
-    /** Wakes a blocked poll; safe from any thread. */
+    /**
+     * Wakes a blocked {@link #poll}, or makes the next one throw {@link WakeupException}; safe from any thread. Unlike
+     * a plain share consumer's, it never interrupts the other calls (commits, acknowledgements, lock renewals): they
+     * carry the acknowledgements of committed transactions, which a stopping application must still send.
+     */
     @Override
     public void wakeup() {
-        this.delegate.wakeup();
+        this.wakeupRequested.set(true);
+        if (this.polling) {
+            this.delegate.wakeup();
+        }
     }
 
     @Override

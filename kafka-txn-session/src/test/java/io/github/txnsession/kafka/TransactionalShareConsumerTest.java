@@ -8,6 +8,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -28,6 +29,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
@@ -457,6 +459,83 @@ class TransactionalShareConsumerTest {
         assertThat(counts.keySet()).containsExactlyInAnyOrderElementsOf(inputs);
         assertThat(counts.values()).as("each input produced exactly one committed output").containsOnly(1);
         assertThat(readCommitted(kafka.cluster(), output)).extracting(ConsumerRecord::value).containsOnly("from-other");
+    }
+
+    /**
+     * A wakeup (a container stopping) that arrives while the worker commits does not keep the committed records'
+     * acknowledgements from going out: with the ledger they are sent and awaited with {@code commitSync}, which the
+     * pending wakeup used to break, so the records came back after their lock (seen in the all-paths soak). The
+     * wakeup still ends the worker's next poll. Checked with a plain share consumer of the group, which would receive
+     * them again after the 2-s lock.
+     */
+    @Test
+    void aWakeupDuringTheCommitDoesNotKeepTheAcknowledgementsFromGoingOut() throws Exception {
+        String input = EmbeddedKafkaCluster.uniqueName("wakeup-in");
+        String output = EmbeddedKafkaCluster.uniqueName("wakeup-out");
+        kafka.cluster().createTopics(1, input, output);
+        List<String> inputs = produceInputs(input, 1, 3);
+        String group = shareGroup("wakeup-group", "2000");
+        try (ShareOutcomeLedger ledger = new ShareOutcomeLedger(kafka.cluster().clientConfigs(),
+                EmbeddedKafkaCluster.uniqueName("wakeup-ledger"), Duration.ofSeconds(30));
+                TransactionSession session = session("wakeup")) {
+            try (TransactionalShareConsumer<String, String> worker = shareConsumer(group, 10)) {
+                worker.useOutcomeLedger(ledger);
+                worker.subscribe(List.of(input));
+                worker.bindTransactionSession(session);
+                SessionProducer<String, String> out = new SessionProducer<>(session, new StringSerializer(),
+                        new StringSerializer());
+                List<ConsumerRecord<String, String>> records = new ArrayList<>();
+                await().atMost(Duration.ofSeconds(60)).until(() -> {
+                    worker.poll(Duration.ofMillis(200)).forEach(records::add);
+                    return records.size() == inputs.size();
+                });
+                session.beginTransaction();
+                for (ConsumerRecord<String, String> r : records) {
+                    out.send(new ProducerRecord<>(output, r.value(), r.value()));
+                    worker.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                worker.wakeup();
+                session.commitTransaction();
+                assertThat(records).noneMatch(worker::holds);
+                assertThatThrownBy(() -> worker.poll(Duration.ofSeconds(5)))
+                    .as("the wakeup is passed on to the next poll").isInstanceOf(WakeupException.class);
+                worker.unbindTransactionSession();
+            }
+        }
+        Map<String, Object> configs = shareConsumerConfigs(kafka.cluster(), group);
+        try (KafkaShareConsumer<String, String> plain = new KafkaShareConsumer<>(configs, new StringDeserializer(),
+                new StringDeserializer())) {
+            plain.subscribe(List.of(input));
+            List<String> again = new ArrayList<>();
+            await().during(Duration.ofSeconds(6)).atMost(Duration.ofSeconds(10)).until(() -> {
+                plain.poll(Duration.ofMillis(200)).forEach(r -> again.add(r.value()));
+                return again.isEmpty();
+            });
+        }
+        assertThat(outputCounts(output)).containsOnlyKeys(inputs).allSatisfy((k, n) -> assertThat(n).isEqualTo(1));
+    }
+
+    /** A wakeup still ends a poll that is blocked waiting for records, from another thread, at once. */
+    @Test
+    void aWakeupEndsABlockedPoll() throws Exception {
+        String input = EmbeddedKafkaCluster.uniqueName("wakeup-idle-in");
+        kafka.cluster().createTopics(1, input);
+        String group = shareGroup("wakeup-idle-group", "15000");
+        try (TransactionalShareConsumer<String, String> consumer = shareConsumer(group, 10)) {
+            consumer.subscribe(List.of(input));
+            CompletableFuture<Throwable> ended = CompletableFuture.supplyAsync(() -> {
+                try {
+                    consumer.poll(Duration.ofSeconds(60));
+                    return null;
+                }
+                catch (RuntimeException ex) {
+                    return ex;
+                }
+            });
+            await().during(Duration.ofSeconds(1)).atMost(Duration.ofSeconds(5)).until(() -> !ended.isDone());
+            consumer.wakeup();
+            assertThat(ended.get(5, TimeUnit.SECONDS)).isInstanceOf(WakeupException.class);
+        }
     }
 
     /** What one crash run left: the output counts per input, the crashed transaction, what the survivor processed. */
