@@ -20,6 +20,10 @@ import io.github.txnsession.kafka.fleet.TransactionalIdFleet;
 import io.github.txnsession.spring.TransactionSessionPool;
 import io.github.txnsession.spring.TransactionSessionProxy;
 import io.github.txnsession.spring.TransactionalConsumerFactory;
+import io.github.txnsession.spring.TwoPhaseDecision;
+import io.github.txnsession.spring.jdbc.DecisionLog;
+import io.github.txnsession.spring.jdbc.JdbcKafkaTransactionManager;
+import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
 import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.config.SslConfigs;
@@ -29,6 +33,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import org.springframework.beans.BeanUtils;
+import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -213,26 +218,39 @@ public final class TransactionSessionAutoConfiguration {
     }
 
     /**
-     * Kafka-only mode: once every singleton exists, starts the pool's background abort of the transactions a crashed
+     * Kafka-only mode: once every singleton exists, starts the pool's background end of the transactions a crashed
      * predecessor left open on ids this process has not used yet
-     * ({@link TransactionSessionPool#abortLeftoversInBackground()}), so that the consumer offsets those transactions
+     * ({@link TransactionSessionPool#endLeftoversInBackground()}), so that the consumer offsets those transactions
      * hold do not keep the application's {@code read_committed} consumers waiting for Kafka's transaction timeout.
-     * Startup does not wait for it. Not with two-phase commit ({@code kafka.txn-session.jdbc.enabled=true}: its
-     * recovery settles every id, and a prepared transaction may have to be committed) nor in fleet mode (the fleet
+     * Startup does not wait for it. Not with two-phase commit, where a prepared transaction may have to be committed:
+     * neither with {@code kafka.txn-session.jdbc.enabled=true} (recovery settles every id) nor when the context
+     * defines two-phase beans of its own ({@link TwoPhaseRecovery}, {@link TwoPhaseDecision},
+     * {@link JdbcKafkaTransactionManager}, {@link DecisionLog}), lazy ones included; nor in fleet mode (the fleet
      * settles each slot as it arrives).
      *
      * @param pool the session pool, if the context has exactly one
+     * @param beanFactory to look for two-phase beans by type, without creating them
      * @param environment for {@code kafka.txn-session.jdbc.enabled}
      * @return the startup hook
      */
     @Bean
-    static SmartInitializingSingleton transactionSessionLeftoverAbort(ObjectProvider<TransactionSessionPool> pool,
-            Environment environment) {
+    static SmartInitializingSingleton transactionSessionLeftoverEnd(ObjectProvider<TransactionSessionPool> pool,
+            ListableBeanFactory beanFactory, Environment environment) {
         return () -> {
+            if (environment.getProperty(TwoPhaseCommitProperties.PREFIX + ".enabled", Boolean.class, false)) {
+                return;
+            }
+            for (Class<?> twoPhase : List.of(TwoPhaseRecovery.class, TwoPhaseDecision.class,
+                    JdbcKafkaTransactionManager.class, DecisionLog.class)) {
+                if (beanFactory.getBeanNamesForType(twoPhase, true, false).length > 0) {
+                    log.debug("Two-phase beans ({}) are defined: leftover transactions are left to recovery",
+                            twoPhase.getSimpleName());
+                    return;
+                }
+            }
             TransactionSessionPool p = pool.getIfUnique();
-            if (p != null && !p.isFleet() && !environment.getProperty(TwoPhaseCommitProperties.PREFIX + ".enabled",
-                    Boolean.class, false)) {
-                p.abortLeftoversInBackground();
+            if (p != null && !p.isFleet()) {
+                p.endLeftoversInBackground();
             }
         };
     }

@@ -3,7 +3,12 @@ package io.github.txnsession.autoconfigure;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Map;
+import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.TimeUnit;
 
 import javax.sql.DataSource;
@@ -17,6 +22,7 @@ import io.github.txnsession.spring.SessionTransactionManager;
 import io.github.txnsession.spring.TransactionSessionPool;
 import io.github.txnsession.spring.TransactionSessionProxy;
 import io.github.txnsession.spring.TransactionalConsumerFactory;
+import io.github.txnsession.spring.jdbc.TwoPhaseRecovery;
 import org.apache.kafka.common.serialization.Serializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
@@ -328,6 +334,47 @@ class TransactionSessionAutoConfigurationTest {
             .withConfiguration(AutoConfigurations.of(TransactionSessionAutoConfiguration.class))
             .withClassLoader(new FilteredClassLoader(TransactionSession.class))
             .run(context -> assertThat(context).doesNotHaveBean(TransactionSessionAutoConfiguration.class));
+    }
+
+    /**
+     * At startup the pool is asked to end what a predecessor left open on its ids (one task on its settlement
+     * executor), unless two-phase commit owns those ids: {@code jdbc.enabled=true}, or two-phase beans of the
+     * application's own, even lazy ones that were never created.
+     */
+    @Test
+    void leftoverTransactionsAreEndedAtStartupOnlyWhenNoTwoPhaseCommitOwnsTheIds() {
+        AtomicInteger kafkaOnly = new AtomicInteger();
+        this.runner.withBean(TransactionSessionPool.class, () -> poolCountingSettlements(kafkaOnly))
+            .run(context -> assertThat(context).hasNotFailed());
+        assertThat(kafkaOnly).as("Kafka-only mode").hasValue(1);
+
+        AtomicInteger withRecoveryBean = new AtomicInteger();
+        this.runner.withBean(TransactionSessionPool.class, () -> poolCountingSettlements(withRecoveryBean))
+            .withBean("recovery", TwoPhaseRecovery.class, () -> {
+                throw new IllegalStateException("a lazy bean: looked up by type only, never created");
+            }, definition -> definition.setLazyInit(true))
+            .run(context -> assertThat(context).hasNotFailed());
+        assertThat(withRecoveryBean).as("a TwoPhaseRecovery bean of the application's own").hasValue(0);
+
+        AtomicInteger jdbcEnabled = new AtomicInteger();
+        this.runner.withBean(TransactionSessionPool.class, () -> poolCountingSettlements(jdbcEnabled))
+            .withPropertyValues("kafka.txn-session.jdbc.enabled=true")
+            .run(context -> assertThat(context).hasNotFailed());
+        assertThat(jdbcEnabled).as("jdbc.enabled=true").hasValue(0);
+    }
+
+    /** A pool whose settlement executor only counts the tasks it is given (no broker is needed). */
+    private static TransactionSessionPool poolCountingSettlements(AtomicInteger tasks) {
+        TransactionSessionPool pool = new TransactionSessionPool("leftover-", 2, Duration.ofSeconds(1),
+                Map.of("bootstrap.servers", "localhost:1"), List.of());
+        pool.setBackgroundExecutors(Executors.newSingleThreadExecutor(),
+                new ThreadPoolExecutor(1, 1, 0, TimeUnit.SECONDS, new LinkedBlockingQueue<>()) {
+                    @Override
+                    public void execute(Runnable command) {
+                        tasks.incrementAndGet();
+                    }
+                });
+        return pool;
     }
 
     private static void assertFailureNames(AssertableApplicationContext context, String property) {

@@ -24,6 +24,7 @@ import io.github.txnsession.kafka.InvalidSessionConfigException;
 import io.github.txnsession.kafka.SessionListener;
 import io.github.txnsession.kafka.SessionState;
 import io.github.txnsession.kafka.TransactionSession;
+import io.github.txnsession.kafka.TransactionSessionConfig;
 import io.github.txnsession.kafka.fleet.FleetSlot;
 import io.github.txnsession.kafka.fleet.SlotListener;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -88,6 +89,8 @@ public final class TransactionSessionPool implements AutoCloseable {
     private final Condition released = this.lock.newCondition();
     /** how long {@link #close()} waits for background work already queued */
     public static final Duration BACKGROUND_DRAIN_TIMEOUT = Duration.ofSeconds(30);
+    /** how long {@link #endLeftoversInBackground()} waits for the coordinator's answer about one id */
+    public static final Duration LEFTOVER_LOOK_TIMEOUT = Duration.ofSeconds(10);
     /** how long a failed background settlement waits before it tries again */
     static final Duration SETTLE_RETRY = Duration.ofSeconds(5);
     /** how long a fleet slot that leaves waits for its lent sessions to come back before it is handed on */
@@ -103,6 +106,10 @@ public final class TransactionSessionPool implements AutoCloseable {
     /** fleet mode: slots are not settled before a {@link FleetIdSettler} is set (two-phase commit wiring) */
     private volatile boolean fleetIdSettlerRequired;
     private volatile @Nullable Runnable acquireGate;
+    /** two-phase recovery settles this pool's prepared transactions: {@link #endLeftoversInBackground} does nothing */
+    private volatile boolean settledByRecovery;
+    /** the futures of {@link #endLeftoversInBackground} calls, completed by {@link #close()} at the latest */
+    private final List<CompletableFuture<List<String>>> leftoverSweeps = new CopyOnWriteArrayList<>();
     /**
      * runs the clearing of decision rows and the settling of in-doubt slots (set by
      * {@link #setBackgroundExecutor}, or created at the first task); guarded by the pool lock
@@ -361,30 +368,36 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     /**
-     * Aborts, in the background, what a crashed predecessor with the same prefix left open on those of the pool's ids
-     * that no session of this pool has initialized yet. The starter calls it at startup in Kafka-only mode.
+     * Ends, in the background, what a crashed predecessor with the same prefix left open on those of the pool's ids
+     * that no session of this pool holds yet. The starter calls it at startup in Kafka-only mode.
      *
-     * <p>Why: a pool initializes its ids lazily, and initializing is what aborts a leftover. An id the restarted
+     * <p>Why: a pool initializes its ids lazily, and initializing is what ends a leftover. An id the restarted
      * application does not need soon keeps its leftover transaction open until Kafka's transaction timeout, and with
      * it the consumer offsets that transaction sent: a {@code read_committed} consumer of that group cannot read its
-     * committed offsets while they are pending, so partitions the crashed process was processing stay stuck (seen:
-     * a restarted {@code @KafkaListener} application got its partitions 60 s after the crash, the default
+     * committed offsets while they are pending, so the partitions the crashed process was processing stay stuck
+     * (seen: a restarted {@code @KafkaListener} application got its partitions 60 s after the crash, the default
      * {@code transaction.timeout.ms}).
      *
-     * <p>Each id is looked at on the settlement executor while it is reserved (no session is lent for it meanwhile;
-     * {@link #acquire()} lends another slot or waits): an open transaction is resumed and aborted, as two-phase
-     * recovery aborts one. An id that has a session (initialized by this pool: its initialization already aborted
-     * the leftover) or is in doubt is left alone, and so is the whole pool when it is in fleet mode (a fleet settles
-     * each slot as it arrives) or has an {@linkplain #setInDoubtResolver in-doubt resolver} or
-     * {@linkplain #setAcquireGate acquire gate} (two-phase commit: recovery decides, a prepared transaction may have
-     * to be committed). An id that cannot be looked at (brokers unreachable) is logged and left to the transaction
-     * timeout, as before.
+     * <p>How: on the settlement executor, each id is looked at (DescribeTransactions, at most
+     * {@link #LEFTOVER_LOOK_TIMEOUT}) while its slot is reserved, highest slot first (the lowest are lent first);
+     * an id with an open transaction is initialized then, exactly as its first use would do it: that fences the
+     * predecessor (a paused one cannot go on writing; with transaction version 1 a bare abort would not fence it) and
+     * aborts what it left open, or lets the coordinator finish a commit it had already decided. The initialized
+     * session stays in the pool, idle.
      *
-     * @return completes with the ids whose open transaction was aborted; never completes exceptionally
+     * <p>Left alone: an id that has a session (it was initialized already), is in doubt, or is wanted by an
+     * {@link #acquire()} waiting at that moment (it initializes the id itself); the whole pool in fleet mode (a fleet
+     * settles each slot as it arrives) and when its prepared transactions are settled elsewhere
+     * ({@linkplain #setInDoubtResolver in-doubt resolver} or {@linkplain #setAcquireGate acquire gate} set, or
+     * {@link #settledByRecovery()} called: two-phase commit, where a prepared transaction may have to be committed).
+     * An id that cannot be looked at in time (brokers unreachable) is logged and left to the transaction timeout.
+     *
+     * @return completes with the ids that had an open transaction and were initialized (also when the pool closes
+     *         first: then with none); never exceptionally
      */
-    public CompletableFuture<List<String>> abortLeftoversInBackground() {
+    public CompletableFuture<List<String>> endLeftoversInBackground() {
         CompletableFuture<List<String>> done = new CompletableFuture<>();
-        if (isFleet() || this.inDoubtResolver != null || this.acquireGate != null) {
+        if (leftoversSettledElsewhere()) {
             log.debug("Transaction session pool '{}': leftovers are settled by {}", this.prefix,
                     isFleet() ? "the fleet" : "two-phase recovery");
             done.complete(List.of());
@@ -401,12 +414,13 @@ public final class TransactionSessionPool implements AutoCloseable {
                 this.settler = daemonThreads(1, "txn-session-settler-" + this.prefix);
             }
             lane = this.settler;
+            this.leftoverSweeps.add(done); // completed by close() if the executor drops the task
         }
         finally {
             this.lock.unlock();
         }
         try {
-            lane.execute(() -> done.complete(abortLeftovers()));
+            lane.execute(() -> done.complete(endLeftovers()));
         }
         catch (RejectedExecutionException ex) {
             log.warn("Transaction session pool '{}': could not look for transactions left open by a predecessor "
@@ -416,54 +430,102 @@ public final class TransactionSessionPool implements AutoCloseable {
         return done;
     }
 
-    private List<String> abortLeftovers() {
-        List<String> aborted = new ArrayList<>();
-        for (Slot slot : this.slots) {
-            if (!reserveUninitialized(slot)) {
+    /**
+     * Tells the pool that its prepared transactions are settled by two-phase recovery, so that
+     * {@link #endLeftoversInBackground()} leaves its ids alone. {@code TwoPhaseRecovery} calls it for its pool.
+     */
+    public void settledByRecovery() {
+        this.settledByRecovery = true;
+    }
+
+    private boolean leftoversSettledElsewhere() {
+        return isFleet() || this.settledByRecovery || this.inDoubtResolver != null || this.acquireGate != null;
+    }
+
+    private List<String> endLeftovers() {
+        List<String> ended = new ArrayList<>();
+        Map<String, Object> lookConfigs = new HashMap<>(this.sessionConfigs);
+        lookConfigs.put(TransactionSessionConfig.COORDINATOR_TIMEOUT_MS, LEFTOVER_LOOK_TIMEOUT.toMillis());
+        for (int i = this.slots.length - 1; i >= 0; i--) {
+            Slot slot = this.slots[i];
+            if (leftoversSettledElsewhere() || !reserveUninitialized(slot)) {
                 continue;
             }
+            TransactionSession initialized = null;
             try {
-                Optional<TransactionSession> open = TransactionSession.resumeOpen(slot.transactionalId,
-                        this.sessionConfigs);
+                Optional<TransactionSession> open = TransactionSession.resumeOpen(slot.transactionalId, lookConfigs);
                 if (open.isPresent()) {
-                    try (TransactionSession leftover = open.get()) {
-                        leftover.abortTransaction();
-                    }
-                    aborted.add(slot.transactionalId);
+                    open.get().abandon(); // only looked at: initializing the id ends it
+                    initialized = createSession(slot.transactionalId);
+                    ended.add(slot.transactionalId);
                 }
             }
             catch (RuntimeException ex) {
-                log.warn("Transaction session pool '{}': could not abort what '{}' left open ({}); it ends at its "
+                if (isClosed()) {
+                    break; // closing: the next start looks again
+                }
+                log.warn("Transaction session pool '{}': could not end what '{}' left open ({}); it ends at its "
                         + "transaction timeout, or when the pool first uses the id", this.prefix,
                         slot.transactionalId, ex.toString());
             }
             finally {
-                this.lock.lock();
-                try {
-                    slot.owner = null;
-                    this.released.signalAll();
-                }
-                finally {
-                    this.lock.unlock();
-                }
+                giveBackReserved(slot, initialized);
             }
         }
-        if (!aborted.isEmpty()) {
-            log.info("Transaction session pool '{}': aborted the transactions a predecessor left open on {}",
-                    this.prefix, aborted);
+        if (!ended.isEmpty()) {
+            log.info("Transaction session pool '{}': fenced and ended the transactions a predecessor left open on {}",
+                    this.prefix, ended);
         }
-        return aborted;
+        return ended;
     }
 
-    /** Reserves the slot (pickFreeSlot skips it) if it is idle, has never had a session here, and is not in doubt. */
+    /**
+     * Reserves the slot (pickFreeSlot skips it) if it is idle, has no session, is not in doubt, and no acquire is
+     * waiting for a session (it may need this slot).
+     */
     private boolean reserveUninitialized(Slot slot) {
         this.lock.lock();
         try {
-            if (this.closed || slot.owner != null || slot.session != null || slot.inDoubt || !slot.owned) {
+            if (this.closed || slot.owner != null || slot.session != null || slot.inDoubt || !slot.owned
+                    || this.waiting > 0) {
                 return false;
             }
             slot.owner = Thread.currentThread();
             return true;
+        }
+        finally {
+            this.lock.unlock();
+        }
+    }
+
+    /** Ends a reservation; {@code session}, when not null, becomes the slot's idle session (closed if the pool is). */
+    private void giveBackReserved(Slot slot, @Nullable TransactionSession session) {
+        boolean close = false;
+        this.lock.lock();
+        try {
+            if (session != null) {
+                if (this.closed) {
+                    close = true;
+                }
+                else {
+                    slot.session = session;
+                }
+            }
+            slot.owner = null;
+            this.released.signalAll();
+        }
+        finally {
+            this.lock.unlock();
+        }
+        if (close) {
+            closeQuietly(session);
+        }
+    }
+
+    private boolean isClosed() {
+        this.lock.lock();
+        try {
+            return this.closed;
         }
         finally {
             this.lock.unlock();
@@ -1001,6 +1063,7 @@ public final class TransactionSessionPool implements AutoCloseable {
             this.lock.unlock();
         }
         toClose.forEach(this::closeQuietly);
+        this.leftoverSweeps.forEach(f -> f.complete(List.of()));
         for (TransactionSession session : toAbandon) {
             log.warn("Transaction session '{}' is lent with a prepared transaction while the pool closes: left for "
                     + "recovery, not aborted", session.transactionalId());

@@ -23,6 +23,7 @@ import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -253,12 +254,13 @@ class TransactionSessionPoolTest {
     }
 
     /**
-     * A crashed predecessor with the same prefix left transactions open on ids 0 and 2. The background abort ends the
-     * one on id 2, which this pool has not used; id 0 was initialized by this pool (which aborted its leftover) and
-     * is lent with a transaction of its own, which is left alone and commits.
+     * A crashed predecessor with the same prefix left transactions open on ids 0 and 2. The background end fences id
+     * 2, which this pool has not used, and aborts its transaction (the predecessor, were it only paused, can no longer
+     * commit); id 2's session stays in the pool. Id 0 was initialized by this pool (which ended its leftover) and is
+     * lent with a transaction of its own, which is left alone and commits.
      */
     @Test
-    void leftoversOnIdsThisPoolHasNotUsedAreAbortedInTheBackground() throws Exception {
+    void leftoversOnIdsThisPoolHasNotUsedAreEndedInTheBackground() throws Exception {
         String prefix = EmbeddedKafkaCluster.uniqueName("leftover") + "-";
         try (KafkaProducer<String, String> crashed0 = leftover(prefix + "0");
                 KafkaProducer<String, String> crashed2 = leftover(prefix + "2");
@@ -267,24 +269,30 @@ class TransactionSessionPoolTest {
             lent.session().beginTransaction();
             new SessionProducer<>(lent.session(), new StringSerializer(), new StringSerializer())
                 .send(new ProducerRecord<>(TOPIC, "lent", "v")).get();
-            List<String> aborted = pool.abortLeftoversInBackground().get(30, TimeUnit.SECONDS);
-            assertThat(aborted).containsExactly(prefix + "2");
+            List<String> ended = pool.endLeftoversInBackground().get(30, TimeUnit.SECONDS);
+            assertThat(ended).containsExactly(prefix + "2");
             assertThat(transactionState(prefix + "2")).isNotEqualTo(TransactionState.ONGOING);
+            assertThatThrownBy(crashed2::commitTransaction).as("the predecessor is fenced")
+                .isInstanceOf(KafkaException.class);
+            assertThat(pool.snapshot()).extracting(SessionPoolSnapshot::initialized, SessionPoolSnapshot::inUse)
+                .containsExactly(2, 1);
             assertThat(lent.session().state()).isEqualTo(SessionState.IN_TRANSACTION);
             lent.session().commitTransaction();
             lent.release();
-            assertThat(pool.acquire().session().transactionalId()).as("no slot stays reserved").isNotNull();
         }
     }
 
-    /** With an in-doubt resolver (two-phase commit) recovery decides what an open transaction becomes: nothing here. */
+    /** When two-phase commit settles the pool's ids, a prepared transaction may have to be committed: nothing here. */
     @Test
-    void aPoolWithAnInDoubtResolverLeavesLeftoversToIt() throws Exception {
+    void aPoolWhosePreparedTransactionsRecoverySettlesLeavesLeftoversAlone() throws Exception {
         String prefix = EmbeddedKafkaCluster.uniqueName("leftover-2pc") + "-";
         try (KafkaProducer<String, String> crashed = leftover(prefix + "1");
-                TransactionSessionPool pool = pool(prefix, 2, Duration.ofSeconds(5))) {
-            pool.setInDoubtResolver(id -> { });
-            assertThat(pool.abortLeftoversInBackground().get(30, TimeUnit.SECONDS)).isEmpty();
+                TransactionSessionPool withResolver = pool(prefix, 2, Duration.ofSeconds(5));
+                TransactionSessionPool withRecovery = pool(prefix, 2, Duration.ofSeconds(5))) {
+            withResolver.setInDoubtResolver(id -> { });
+            withRecovery.settledByRecovery();
+            assertThat(withResolver.endLeftoversInBackground().get(30, TimeUnit.SECONDS)).isEmpty();
+            assertThat(withRecovery.endLeftoversInBackground().get(30, TimeUnit.SECONDS)).isEmpty();
             assertThat(transactionState(prefix + "1")).isEqualTo(TransactionState.ONGOING);
             crashed.abortTransaction();
         }

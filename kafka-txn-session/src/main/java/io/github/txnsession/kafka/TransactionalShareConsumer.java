@@ -434,7 +434,6 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         }
         this.access.lock();
         try {
-            throwIfWakeupRequested();
             ConsumerRecords<K, V> stashed = null;
             synchronized (this.track) {
                 KafkaTransactionSession current = this.session;
@@ -452,6 +451,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 if (!this.outgoing.isEmpty()) {
                     flushOutgoing(false);
                 }
+                // after the flush: the acknowledgements of committed transactions go out even when this poll ends
+                throwIfWakeupRequested();
                 if (!this.stash.isEmpty()) {
                     stashed = takeStash();
                 }
@@ -704,6 +705,18 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 Map<TopicIdPartition, Optional<KafkaException>> result;
                 try {
                     result = this.delegate.commitSync(RENEW_TIMEOUT);
+                }
+                catch (WakeupException ex) {
+                    // a wakeup that raced into this call: the renewals went out, their answer is lost. The records
+                    // stay renewed (they come back if the broker renewed them); the open transaction that
+                    // acknowledged them cannot know, so it must not commit them
+                    passOnWakeup();
+                    for (ShareRecordId id : sent) {
+                        if (this.buffered.containsKey(id)) {
+                            this.lostInTransaction.add(id);
+                        }
+                    }
+                    return Map.of();
                 }
                 catch (RuntimeException ex) {
                     // whether the locks were extended is not known: the open transaction must not commit the
@@ -1434,13 +1447,34 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 detach(current);
             }
         }
-        lockedRun(() -> this.delegate.close(timeout));
+        lockedRun(() -> {
+            synchronized (this.track) {
+                if (!this.outgoing.isEmpty()) {
+                    // acknowledgements of committed transactions not yet handed over (renewed records not back yet):
+                    // handed over now, so that closing sends them
+                    try {
+                        flushOutgoing(false);
+                    }
+                    catch (RuntimeException ex) {
+                        log.warn("Share consumer of group '{}' closed with acknowledgements of committed "
+                                + "transactions it could not send ({}): those records will be delivered again",
+                                this.groupId, ex.toString());
+                    }
+                }
+            }
+            this.delegate.close(timeout);
+        });
     }
 
     /**
-     * Wakes a blocked {@link #poll}, or makes the next one throw {@link WakeupException}; safe from any thread. Unlike
-     * a plain share consumer's, it never interrupts the other calls (commits, acknowledgements, lock renewals): they
-     * carry the acknowledgements of committed transactions, which a stopping application must still send.
+     * Wakes a blocked {@link #poll}, or makes the next one throw {@link WakeupException} (after it has handed over
+     * the acknowledgements of committed transactions); safe from any thread. Unlike a plain share consumer's, it is
+     * meant for {@code poll} only: the other calls (commits, acknowledgements, lock renewals) carry the
+     * acknowledgements of committed transactions, which a stopping application must still send, so they are not
+     * interrupted, and a stop waits for them (a lock renewal at most its 10-s timeout, taking renewed records back at
+     * most 15 s). In a narrow race (a wakeup as the wrapped consumer's poll returns) one of them can still be woken:
+     * its acknowledgements or renewals count as sent and unanswered (an open transaction that acknowledged renewed
+     * records then refuses to commit), and the next poll throws.
      */
     @Override
     public void wakeup() {

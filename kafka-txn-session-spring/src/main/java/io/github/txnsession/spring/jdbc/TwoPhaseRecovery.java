@@ -117,6 +117,9 @@ public class TwoPhaseRecovery {
             int poolSize, Map<String, ?> clientConfigs, @Nullable LostTransactionHandler lostHandler,
             @Nullable TransactionSessionPool pool) {
         this.pool = pool;
+        if (pool != null) {
+            pool.settledByRecovery(); // its prepared transactions are this recovery's: no startup end of leftovers
+        }
         if (pool != null && pool.isFleet()) {
             // a fleet settles each id of an arriving slot under its decision-log key, then initializes it there:
             // wired here, so that every recovery over a fleet pool (auto-configured or not) closes the race
