@@ -975,6 +975,16 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     /**
+     * @param transactionalId a transactional id
+     * @return whether a session of this pool (idle or lent) lives on that id: its initialization fenced every earlier
+     *         producer of the id
+     */
+    public boolean hasSession(String transactionalId) {
+        Slot slot = slotOf(transactionalId);
+        return slot != null && slot.session != null;
+    }
+
+    /**
      * @return the transactional ids whose slot has a session now (idle or lent) or is being lent: those ids belong to
      *         this pool's live sessions, so recovery run while the application is up must leave them alone
      */

@@ -696,12 +696,35 @@ public class TwoPhaseRecovery {
                 try (TransactionSession session = open.get()) {
                     session.abortTransaction();
                 }
+                fenceUnlessLive(id);
                 run.aborted.add(id);
             }
         }
         catch (RuntimeException ex) {
             run.failed.add(id);
             log.warn("Recovery could not abort the open transaction of '{}'", id, ex);
+        }
+    }
+
+    /**
+     * With transaction version 1 an abort does not bump the producer epoch: a predecessor that is only paused (not
+     * dead) could go on after it, start a new transaction under the same epoch with its next offsets, and commit them
+     * without the output the abort removed. Initializing the id once fences it (with version 2 the abort already did;
+     * one more bump is harmless). Not when a session of the pool lives on the id: its initialization fenced every
+     * predecessor already, and a new producer would fence that session.
+     */
+    private void fenceUnlessLive(String id) {
+        if (this.pool != null && this.pool.hasSession(id)) {
+            return;
+        }
+        Map<String, Object> configs = new HashMap<>(this.clientConfigs);
+        configs.put("transactional.id", id);
+        try (TransactionSession fresh = TransactionSession.open(configs)) {
+            fresh.initialize();
+        }
+        catch (RuntimeException ex) {
+            log.warn("Recovery aborted the open transaction of '{}' but could not fence its producer ({}): a paused "
+                    + "predecessor is fenced when the id is next initialized", id, ex.toString());
         }
     }
 
