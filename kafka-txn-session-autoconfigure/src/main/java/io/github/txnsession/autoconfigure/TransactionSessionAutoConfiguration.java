@@ -225,19 +225,22 @@ public final class TransactionSessionAutoConfiguration {
      * Startup does not wait for it. Not with two-phase commit, where a prepared transaction may have to be committed:
      * neither with {@code kafka.txn-session.jdbc.enabled=true} (recovery settles every id) nor when the context
      * defines two-phase beans of its own ({@link TwoPhaseRecovery}, {@link TwoPhaseDecision},
-     * {@link JdbcKafkaTransactionManager}, {@link DecisionLog}), lazy ones included; nor in fleet mode (the fleet
-     * settles each slot as it arrives).
+     * {@link JdbcKafkaTransactionManager}, {@link DecisionLog}, found by type without creating them; a lazy bean
+     * declared as another type is not found: set {@code kafka.txn-session.end-leftovers-on-startup=false} then); nor
+     * in fleet mode (the fleet settles each slot as it arrives).
      *
      * @param pool the session pool, if the context has exactly one
      * @param beanFactory to look for two-phase beans by type, without creating them
-     * @param environment for {@code kafka.txn-session.jdbc.enabled}
+     * @param environment for {@code kafka.txn-session.jdbc.enabled} and {@code end-leftovers-on-startup}
      * @return the startup hook
      */
     @Bean
     static SmartInitializingSingleton transactionSessionLeftoverEnd(ObjectProvider<TransactionSessionPool> pool,
             ListableBeanFactory beanFactory, Environment environment) {
         return () -> {
-            if (environment.getProperty(TwoPhaseCommitProperties.PREFIX + ".enabled", Boolean.class, false)) {
+            if (environment.getProperty(TwoPhaseCommitProperties.PREFIX + ".enabled", Boolean.class, false)
+                    || !environment.getProperty(TransactionSessionProperties.PREFIX + ".end-leftovers-on-startup",
+                            Boolean.class, true)) {
                 return;
             }
             for (Class<?> twoPhase : List.of(TwoPhaseRecovery.class, TwoPhaseDecision.class,

@@ -72,6 +72,14 @@ public class TransactionSessionProperties implements Validator {
     /** Deadline of one call to the transaction coordinator, retries included; max.block.ms when unset. */
     private @Nullable Duration coordinatorTimeout;
 
+    /**
+     * Whether, in Kafka-only mode, the pool ends at startup the transactions a crashed predecessor left open on the
+     * ids it has not used yet (fencing it), so that their pending consumer offsets do not stall the restarted
+     * consumers until the transaction timeout. Set it to false when prepared transactions of these ids are settled by
+     * anything the starter does not see (a two-phase setup of your own built inside other beans).
+     */
+    private boolean endLeftoversOnStartup = true;
+
     /** Further Kafka producer properties for the sessions; they override spring.kafka.producer.* and .properties. */
     private Map<String, String> properties = new LinkedHashMap<>();
 
@@ -97,6 +105,16 @@ public class TransactionSessionProperties implements Validator {
      */
     public boolean isAllowNonSessionProducerFactories() {
         return this.allowNonSessionProducerFactories;
+    }
+
+    /** @return whether the pool ends, at startup, the transactions a predecessor left open on unused ids */
+    public boolean isEndLeftoversOnStartup() {
+        return this.endLeftoversOnStartup;
+    }
+
+    /** @param endLeftoversOnStartup false to leave a predecessor's open transactions to their timeout */
+    public void setEndLeftoversOnStartup(boolean endLeftoversOnStartup) {
+        this.endLeftoversOnStartup = endLeftoversOnStartup;
     }
 
     /**

@@ -140,6 +140,10 @@ public class TransactionalIdsEndpoint {
                     try (s) {
                         s.abortTransaction();
                     }
+                    if (!this.pool.hasSession(transactionalId)) {
+                        // with transaction version 1 the abort keeps the epoch: fence a paused producer of the id
+                        TransactionSession.fence(transactionalId, configs());
+                    }
                 });
                 out.put("aborted", open.isPresent());
             }

@@ -338,8 +338,8 @@ class TransactionSessionAutoConfigurationTest {
 
     /**
      * At startup the pool is asked to end what a predecessor left open on its ids (one task on its settlement
-     * executor), unless two-phase commit owns those ids: {@code jdbc.enabled=true}, or two-phase beans of the
-     * application's own, even lazy ones that were never created.
+     * executor), unless two-phase commit owns those ids ({@code jdbc.enabled=true}, or two-phase beans of the
+     * application's own, even lazy ones that were never created) or the application turned it off.
      */
     @Test
     void leftoverTransactionsAreEndedAtStartupOnlyWhenNoTwoPhaseCommitOwnsTheIds() {
@@ -361,6 +361,12 @@ class TransactionSessionAutoConfigurationTest {
             .withPropertyValues("kafka.txn-session.jdbc.enabled=true")
             .run(context -> assertThat(context).hasNotFailed());
         assertThat(jdbcEnabled).as("jdbc.enabled=true").hasValue(0);
+
+        AtomicInteger optedOut = new AtomicInteger();
+        this.runner.withBean(TransactionSessionPool.class, () -> poolCountingSettlements(optedOut))
+            .withPropertyValues("kafka.txn-session.end-leftovers-on-startup=false")
+            .run(context -> assertThat(context).hasNotFailed());
+        assertThat(optedOut).as("end-leftovers-on-startup=false").hasValue(0);
     }
 
     /** A pool whose settlement executor only counts the tasks it is given (no broker is needed). */

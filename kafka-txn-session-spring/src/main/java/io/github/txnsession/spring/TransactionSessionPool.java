@@ -415,6 +415,7 @@ public final class TransactionSessionPool implements AutoCloseable {
             }
             lane = this.settler;
             this.leftoverSweeps.add(done); // completed by close() if the executor drops the task
+            done.whenComplete((ids, ex) -> this.leftoverSweeps.remove(done));
         }
         finally {
             this.lock.unlock();
@@ -982,6 +983,16 @@ public final class TransactionSessionPool implements AutoCloseable {
     public boolean hasSession(String transactionalId) {
         Slot slot = slotOf(transactionalId);
         return slot != null && slot.session != null;
+    }
+
+    /**
+     * @param transactionalId a transactional id
+     * @return whether the pool holds that id in doubt: its last session was released with a prepared transaction
+     *         that only the {@linkplain #setInDoubtResolver in-doubt resolver} may settle
+     */
+    public boolean isInDoubt(String transactionalId) {
+        Slot slot = slotOf(transactionalId);
+        return slot != null && slot.inDoubt;
     }
 
     /**

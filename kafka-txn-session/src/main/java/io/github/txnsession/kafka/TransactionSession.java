@@ -156,6 +156,27 @@ public interface TransactionSession extends AutoCloseable {
     }
 
     /**
+     * Fences every producer of {@code transactionalId} and ends what it left open, as a new producer's
+     * initialization does: an open transaction is aborted, one whose commit the coordinator had decided is finished.
+     * For recovery tools, after {@link #resumeOpen} found a leftover: with transaction version 1 an abort alone keeps
+     * the producer's epoch, so a predecessor that is only paused could go on and start a new transaction. Creates and
+     * closes one producer.
+     *
+     * @param transactionalId the transactional id to fence; never one a live session of this process uses (it would
+     *        be fenced too)
+     * @param configs client configs: {@code bootstrap.servers} and security settings; session keys allowed; a
+     *        {@code transactional.id} is replaced
+     * @throws TransactionSessionException if the id cannot be initialized (e.g. the coordinator is unreachable)
+     */
+    static void fence(String transactionalId, Map<String, ?> configs) {
+        java.util.Map<String, Object> withId = new java.util.HashMap<>(configs);
+        withId.put(org.apache.kafka.clients.producer.ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        try (TransactionSession fresh = open(withId)) {
+            fresh.initialize();
+        }
+    }
+
+    /**
      * Registers the session's transactional id with the coordinator, fencing any older producer with the same id
      * and aborting whatever transaction it left open. Must be called once before {@link #beginTransaction()}.
      */

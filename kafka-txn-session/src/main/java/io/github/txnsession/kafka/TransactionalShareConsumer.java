@@ -707,16 +707,26 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     result = this.delegate.commitSync(RENEW_TIMEOUT);
                 }
                 catch (WakeupException ex) {
-                    // a wakeup that raced into this call: the renewals went out, their answer is lost. The records
-                    // stay renewed (they come back if the broker renewed them); the open transaction that
-                    // acknowledged them cannot know, so it must not commit them
+                    // a wakeup that raced into this call: the renewals went out, their answer is lost. A renewed
+                    // record comes back to the wrapped consumer (a refused one never does), so taking them back
+                    // tells: those back are renewed; the others stay renewed until a later poll brings them or a
+                    // retake gives up, and an open transaction that acknowledged them must not commit them
                     passOnWakeup();
+                    if (allInFlightAcknowledged()) {
+                        retake(); // (absorbs a wakeup too)
+                    }
+                    Map<ShareRecordId, Boolean> back = new LinkedHashMap<>();
                     for (ShareRecordId id : sent) {
-                        if (this.buffered.containsKey(id)) {
+                        boolean ok = this.held.containsKey(id) && !this.renewed.contains(id);
+                        if (ok) {
+                            this.heldSince.put(id, sentAt);
+                        }
+                        else if (this.buffered.containsKey(id)) {
                             this.lostInTransaction.add(id);
                         }
+                        back.put(id, ok);
                     }
-                    return Map.of();
+                    return back;
                 }
                 catch (RuntimeException ex) {
                     // whether the locks were extended is not known: the open transaction must not commit the
@@ -1425,7 +1435,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     /**
      * Unbinds and closes the wrapped consumer, which releases the records it holds. If the open transaction still
      * holds acknowledgements of this consumer they are lost: should that transaction commit later, its records are
-     * delivered again (the window described on the class).
+     * delivered again (the window described on the class). Acknowledgements of committed transactions that still
+     * wait for their renewed records are handed over first, so that closing sends them: that can take longer than the
+     * timeout (taking the records back, at most 15 s, and the consumer's {@code default.api.timeout.ms} for the
+     * answer).
      */
     @Override
     public void close() {
@@ -1472,9 +1485,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      * meant for {@code poll} only: the other calls (commits, acknowledgements, lock renewals) carry the
      * acknowledgements of committed transactions, which a stopping application must still send, so they are not
      * interrupted, and a stop waits for them (a lock renewal at most its 10-s timeout, taking renewed records back at
-     * most 15 s). In a narrow race (a wakeup as the wrapped consumer's poll returns) one of them can still be woken:
-     * its acknowledgements or renewals count as sent and unanswered (an open transaction that acknowledged renewed
-     * records then refuses to commit), and the next poll throws.
+     * most 15 s, sending acknowledgements up to the consumer's {@code default.api.timeout.ms}). In a narrow race (a
+     * wakeup as the wrapped consumer's poll returns) one of them can still be woken: its acknowledgements count as
+     * sent and unanswered, renewed records count as renewed once they come back (an open transaction that
+     * acknowledged the others refuses to commit), and the next poll throws.
      */
     @Override
     public void wakeup() {

@@ -78,6 +78,7 @@ public class JdbcKafkaTransactionManager extends SessionTransactionManager {
     public JdbcKafkaTransactionManager(TransactionSessionPool pool, SessionProducerFactory<Object, Object> producerFactory,
             DataSource dataSource, DecisionLog decisionLog, @Nullable TwoPhaseRecovery recovery) {
         super(pool, producerFactory);
+        pool.settledByRecovery(); // prepared transactions of its ids are settled by two-phase recovery only
         this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
         this.decisionLog = Objects.requireNonNull(decisionLog, "decisionLog");
         this.recovery = recovery;
