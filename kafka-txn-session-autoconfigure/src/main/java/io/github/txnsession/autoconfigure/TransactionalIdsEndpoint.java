@@ -35,7 +35,9 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  * POST {@code /txnsessionids/<id>} resolves one: with two-phase commit it completes the id's decision row if it has
  * one (in fleet mode under the id's decision-log key) and otherwise aborts its open transaction, except in fleet mode,
  * where only the slot's owner ends an id's transaction (by initializing it under the key: a missing row does not prove
- * that a running transaction may be aborted); without two-phase commit it aborts the open transaction.
+ * that a running transaction may be aborted); without two-phase commit it aborts the open transaction, then (outside
+ * a fleet, unless a session of this instance lives on the id) fences the id's producer ({@code fenced} in the answer:
+ * with transaction version 1 an abort alone lets a paused producer go on).
  *
  * <p>Guarantees: it never resolves an id a session of this instance has lent right now (it answers so instead), and it
  * never aborts a transaction whose decision row says commit. Not guaranteed: resolving an id another instance is using
@@ -140,9 +142,17 @@ public class TransactionalIdsEndpoint {
                     try (s) {
                         s.abortTransaction();
                     }
-                    if (!this.pool.hasSession(transactionalId)) {
+                    if (!this.pool.isFleet() && !this.pool.hasSession(transactionalId)) {
                         // with transaction version 1 the abort keeps the epoch: fence a paused producer of the id
-                        TransactionSession.fence(transactionalId, configs());
+                        // (not in a fleet: another instance may own the id; its next owner's initialization fences)
+                        try {
+                            TransactionSession.fence(transactionalId, configs());
+                            out.put("fenced", true);
+                        }
+                        catch (RuntimeException ex) {
+                            out.put("fenced", false);
+                            out.put("fenceFailure", ex.toString());
+                        }
                     }
                 });
                 out.put("aborted", open.isPresent());

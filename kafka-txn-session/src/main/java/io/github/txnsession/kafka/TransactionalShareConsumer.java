@@ -712,6 +712,12 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     // tells: those back are renewed; the others stay renewed until a later poll brings them or a
                     // retake gives up, and an open transaction that acknowledged them must not commit them
                     passOnWakeup();
+                    List<ShareRecordId> marked = new ArrayList<>();
+                    for (ShareRecordId id : sent) {
+                        if (this.buffered.containsKey(id) && this.lostInTransaction.add(id)) {
+                            marked.add(id); // until it is back (marked first: the retake may throw)
+                        }
+                    }
                     if (allInFlightAcknowledged()) {
                         retake(); // (absorbs a wakeup too)
                     }
@@ -720,9 +726,9 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                         boolean ok = this.held.containsKey(id) && !this.renewed.contains(id);
                         if (ok) {
                             this.heldSince.put(id, sentAt);
-                        }
-                        else if (this.buffered.containsKey(id)) {
-                            this.lostInTransaction.add(id);
+                            if (marked.contains(id)) {
+                                this.lostInTransaction.remove(id);
+                            }
                         }
                         back.put(id, ok);
                     }

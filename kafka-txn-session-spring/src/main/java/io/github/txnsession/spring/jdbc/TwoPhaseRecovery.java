@@ -241,7 +241,17 @@ public class TwoPhaseRecovery {
         for (int i = 0; i < this.poolSize; i++) {
             String id = this.prefix + i;
             if (!decided.contains(id)) {
-                whileIdle(id, () -> abortOpen(id, run));
+                whileIdle(id, () -> {
+                    if (this.pool != null && this.pool.isInDoubt(id)) {
+                        // released in doubt while this run went on (a database commit whose outcome is unknown):
+                        // its row may land after the rows were read, so the pool's resolver settles it (reading
+                        // the row again), never this abort
+                        log.info("Recovery leaves '{}' to the pool's in-doubt resolver", id);
+                    }
+                    else {
+                        abortOpen(id, run);
+                    }
+                });
             }
         }
         RecoveryReport report = finish(run);
@@ -693,12 +703,6 @@ public class TwoPhaseRecovery {
 
     /** Aborts the open transaction of an id without a decision row (its database transaction never committed). */
     private void abortOpen(String id, Run run) {
-        if (this.pool != null && this.pool.isInDoubt(id)) {
-            // released in doubt while this run went on (a database commit whose outcome is unknown): its row may
-            // land after the rows were read, so the pool's resolver settles it, never this abort
-            log.debug("Recovery leaves '{}' to the in-doubt resolver", id);
-            return;
-        }
         try {
             Optional<TransactionSession> open = TransactionSession.resumeOpen(id, this.clientConfigs);
             if (open.isPresent()) {

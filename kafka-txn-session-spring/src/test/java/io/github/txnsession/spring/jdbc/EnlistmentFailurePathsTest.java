@@ -73,6 +73,8 @@ class EnlistmentFailurePathsTest {
     static final class LostAckManager extends JdbcTransactionManager {
         volatile boolean loseAck;
         volatile boolean rollbackFailsToo;
+        /** the COMMIT never reaches the database, and the client cannot tell (the transaction is rolled back) */
+        volatile boolean commitNeverReaches;
 
         LostAckManager(DataSource ds) {
             super(ds);
@@ -80,6 +82,20 @@ class EnlistmentFailurePathsTest {
 
         @Override
         protected void doCommit(DefaultTransactionStatus status) {
+            if (this.commitNeverReaches) {
+                // the server rolls back a transaction whose connection dropped (done here: the cleanup's
+                // setAutoCommit(true) would otherwise commit it)
+                org.springframework.jdbc.datasource.ConnectionHolder holder =
+                        (org.springframework.jdbc.datasource.ConnectionHolder) org.springframework.transaction.support
+                            .TransactionSynchronizationManager.getResource(obtainDataSource());
+                try {
+                    holder.getConnection().rollback();
+                }
+                catch (java.sql.SQLException ex) {
+                    throw new IllegalStateException(ex);
+                }
+                throw new DataAccessResourceFailureException("connection reset while sending COMMIT");
+            }
             super.doCommit(status); // the database HAS committed (data + decision row)
             if (this.loseAck) {
                 throw new DataAccessResourceFailureException("I/O error reading the COMMIT reply");
@@ -88,7 +104,7 @@ class EnlistmentFailurePathsTest {
 
         @Override
         protected void doRollback(DefaultTransactionStatus status) {
-            if (this.loseAck && this.rollbackFailsToo) {
+            if ((this.loseAck || this.commitNeverReaches) && this.rollbackFailsToo) {
                 throw new TransactionSystemException("connection is closed"); // -> STATUS_UNKNOWN
             }
             super.doRollback(status); // a no-op ROLLBACK after the commit went through -> STATUS_ROLLED_BACK
@@ -317,6 +333,33 @@ class EnlistmentFailurePathsTest {
             await().atMost(Duration.ofSeconds(30)).untilAsserted(() -> assertThat(app.events())
                 .contains("s-in-doubt", "t-later"));
             assertThat(app.rows()).contains("s-in-doubt", "t-later");
+        }
+    }
+
+    /**
+     * An unknown database outcome where the database in fact rolled back (no decision row): the slot's background
+     * settlement finds no row and aborts the prepared Kafka transaction at once, so it does not hold back the last
+     * stable offset until the broker's timeout (40 s here, more than the wait).
+     */
+    @Test
+    void anInDoubtSlotWithoutADecisionIsAbortedPromptly() {
+        try (App app = new App(true, 2, 40_000)) {
+            TransactionTemplate requiresNew = new TransactionTemplate(app.transactionManager);
+            requiresNew.setPropagationBehavior(org.springframework.transaction.TransactionDefinition
+                .PROPAGATION_REQUIRES_NEW);
+            app.tx.executeWithoutResult(s -> { // two sessions at once: both slots initialized afterwards, so the
+                app.placeOrder("r-warmup"); // later transaction does not reuse (and so settle) the in-doubt slot
+                requiresNew.executeWithoutResult(i -> app.placeOrder("r-warmup-2"));
+            });
+            app.transactionManager.commitNeverReaches = true;
+            app.transactionManager.rollbackFailsToo = true;
+            assertThatThrownBy(() -> app.tx.executeWithoutResult(s -> app.placeOrder("s-unknown")));
+            app.transactionManager.commitNeverReaches = false;
+            app.tx.executeWithoutResult(s -> app.placeOrder("t-later"));
+            await().atMost(Duration.ofSeconds(20)).untilAsserted(() -> assertThat(app.events())
+                .contains("r-warmup", "t-later"));
+            assertThat(app.events()).doesNotContain("s-unknown");
+            assertThat(app.rows()).doesNotContain("s-unknown");
         }
     }
 
