@@ -39,8 +39,13 @@ final class TransactionEndWatch {
 
     private static final Logger log = LoggerFactory.getLogger(TransactionEndWatch.class);
 
-    /** A first write later than this after the end does not look. */
-    static final long RECENT_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
+    /**
+     * A first write later than this after the end does not look. Measured (P4, two sessions taking turns, 2026-12-03):
+     * a look at an end 0.5 to 1 ms old found it unfinished 0.03 to 3% of the time, at 1 to 2 ms old 0.5% at most; a
+     * look costs about 0.2 ms and a collision the brokers' 20 ms back-off, so looking pays only while more than about
+     * 1% of ends are unfinished.
+     */
+    static final long RECENT_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
     /** The longest a first write waits. */
     static final long MAX_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
     private static final long FIRST_BACKOFF_NANOS = TimeUnit.MICROSECONDS.toNanos(100);
