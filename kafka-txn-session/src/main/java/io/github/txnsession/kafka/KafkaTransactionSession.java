@@ -325,7 +325,7 @@ final class KafkaTransactionSession implements TransactionSession {
         Objects.requireNonNull(offsets, "offsets");
         Objects.requireNonNull(groupMetadata, "groupMetadata");
         if (!offsets.isEmpty()) {
-            awaitPreviousEnd();
+            awaitPreviousEnd(true);
         }
         participate(SessionOperation.SEND_OFFSETS, () -> {
             if (!offsets.isEmpty()) {
@@ -697,12 +697,14 @@ final class KafkaTransactionSession implements TransactionSession {
     /**
      * Before a write: if it may be the transaction's first and the previous end is recent, wait until the coordinator
      * has finished it (bounded; see {@link TransactionEndWatch}). Never on the producer's I/O thread.
+     *
+     * @param offsets whether the write adds consumer offsets (records otherwise)
      */
-    private void awaitPreviousEnd() {
+    private void awaitPreviousEnd(boolean offsets) {
         TransactionEndWatch watch = this.endWatch;
-        if (watch != null && !this.wrote && watch.isPending() && !onProducerIoThread()) {
+        if (watch != null && !this.wrote && watch.isPending(offsets) && !onProducerIoThread()) {
             try {
-                watch.awaitEnd(coordinator());
+                watch.awaitEnd(coordinator(), offsets);
             }
             catch (RuntimeException ex) {
                 // closing: the write itself will say so
@@ -1238,7 +1240,7 @@ final class KafkaTransactionSession implements TransactionSession {
     }
 
     Future<RecordMetadata> send(ProducerRecord<byte[], byte[]> record, @Nullable Callback callback) {
-        awaitPreviousEnd();
+        awaitPreviousEnd(false);
         return participate(SessionOperation.SEND, () -> {
             this.wrote = true;
             return liveProducer().send(record, (metadata, exception) -> {

@@ -22,7 +22,8 @@ import org.slf4j.LoggerFactory;
  * a sizeable share of transactions those 20 ms.
  *
  * <h2>How</h2>
- * The end only records when it happened. A first write within {@link #RECENT_NANOS} of it asks the coordinator
+ * The end only records when it happened. A first write within {@link #RECENT_NANOS} of it ({@link
+ * #RECENT_OFFSETS_NANOS} when the first write is the consumer offsets, whose refusal costs more) asks the coordinator
  * (DescribeTransactions, a fraction of a millisecond) and, while the transaction is still in its Prepare state, asks
  * again 0.1 to 1 ms apart, for about {@link #MAX_WAIT_NANOS} at most (no pause runs past it; each look is bounded by
  * what is left of it, but by 1 ms at least). A write later than that goes ahead at once: the
@@ -46,6 +47,12 @@ final class TransactionEndWatch {
      * 1% of ends are unfinished.
      */
     static final long RECENT_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+    /**
+     * The same for a transaction whose first write is its consumer offsets: kafka-clients retries a refused
+     * TxnOffsetCommit (AddOffsetsToTxn with version 1) after the producer's {@code retry.backoff.ms}, 100 ms by
+     * default and not capped as for records, so looking pays for longer.
+     */
+    static final long RECENT_OFFSETS_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
     /** The longest a first write waits. */
     static final long MAX_WAIT_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
     private static final long FIRST_BACKOFF_NANOS = TimeUnit.MICROSECONDS.toNanos(100);
@@ -60,7 +67,16 @@ final class TransactionEndWatch {
 
     /** @return whether a first write now would still look (the end is recent and not seen finished yet) */
     boolean isPending() {
-        return !this.settled && System.nanoTime() - this.endedNanos < RECENT_NANOS;
+        return isPending(false);
+    }
+
+    /**
+     * @param offsets whether the first write is the transaction's consumer offsets rather than records
+     * @return whether that first write now would still look
+     */
+    boolean isPending(boolean offsets) {
+        return !this.settled
+                && System.nanoTime() - this.endedNanos < (offsets ? RECENT_OFFSETS_NANOS : RECENT_NANOS);
     }
 
     /**
@@ -71,7 +87,18 @@ final class TransactionEndWatch {
      * @return whether the coordinator was seen to have finished the end (false: not recent, gave up, or failed)
      */
     boolean awaitEnd(CoordinatorView view) {
-        if (!isPending()) {
+        return awaitEnd(view, false);
+    }
+
+    /**
+     * As {@link #awaitEnd(CoordinatorView)}, for a first write of records or of consumer offsets.
+     *
+     * @param view the session's coordinator view
+     * @param offsets whether the first write is the transaction's consumer offsets
+     * @return whether the coordinator was seen to have finished the end
+     */
+    boolean awaitEnd(CoordinatorView view, boolean offsets) {
+        if (!isPending(offsets)) {
             return false;
         }
         long deadline = System.nanoTime() + MAX_WAIT_NANOS;

@@ -22,10 +22,11 @@ import org.jspecify.annotations.Nullable;
  * <li>{@value #COORDINATOR_TIMEOUT_MS}: deadline of a call to the transaction coordinator, including retries
  * (default {@code max.block.ms}, 60000);</li>
  * <li>{@value #AWAIT_TRANSACTION_END}: {@code auto} (default), {@code true} or {@code false}. When on, a transaction's
- * first write within 1 ms of the session's previous commit or abort waits (about 10 ms at most, asking the coordinator)
- * until the coordinator has finished that end: a write that met the unfinished end would be retried only after the
- * brokers' back-off ({@code add.partitions.to.txn.retry.backoff.ms}, 20 ms by default; with transaction version 1
- * the producer's {@code retry.backoff.ms}, capped at 20 ms there). {@code auto} turns it on when that back-off is above
+ * first write within 1 ms (2 ms when it is the consumer offsets) of the session's previous commit or abort waits
+ * (about 10 ms at most, asking the coordinator) until the coordinator has finished that end: a write that met the
+ * unfinished end would be retried only after the brokers' back-off ({@code add.partitions.to.txn.retry.backoff.ms},
+ * 20 ms by default; with transaction version 1 the producer's {@code retry.backoff.ms}, capped at 20 ms there; offsets
+ * after the producer's {@code retry.backoff.ms}). {@code auto} turns it on when that back-off is above
  * 2 ms or cannot be read, as {@code initialize()} finds out; a shorter back-off costs less than the wait.</li>
  * </ul>
  */
