@@ -5,6 +5,7 @@ import java.util.BitSet;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import io.github.txnsession.kafka.SessionProducer;
@@ -26,7 +27,8 @@ import org.jspecify.annotations.Nullable;
 /**
  * P5, share groups: N records consumed by one share-group member (a new share group per run, reading from the
  * earliest record), one output record per input record. Measures records/s from the first record received to the
- * last acknowledgement sent (so the group join is not counted).
+ * last acknowledgement sent (so the group join is not counted), and the CPU time per record over the same span of the
+ * client's threads and of the embedded broker's ({@link CpuMeter}).
  * <ul>
  * <li>a) {@code KafkaShareConsumer} in explicit mode, no transactions: send the batch's output with a plain
  * (idempotent) producer, flush it, ACCEPT each record (sent with the next poll), at least once;</li>
@@ -52,7 +54,8 @@ final class P5ShareGroups {
     void run() throws Exception {
         int records = this.bench.profile.p5Records();
         String caseName = records + " records";
-        this.bench.results.layout(S, "share groups (records/s)", "records_per_s");
+        this.bench.results.layout(S, "share groups (records/s)", "records_per_s", "client_cpu_us_per_record",
+                "broker_cpu_us_per_record", "vm_cpu_us_per_record");
         this.bench.kafka.createTopic(this.in, 3);
         this.bench.kafka.createTopic(this.out, 3);
         this.bench.preload(this.in, records);
@@ -74,11 +77,14 @@ final class P5ShareGroups {
                 for (int i : Bench.rotated(List.of(0, 1, 2), rep)) {
                     String group = "p5-" + keys.get(i) + "-" + GROUPS.incrementAndGet();
                     this.bench.shareGroupFromEarliest(group);
-                    double seconds = i == 0 ? plainRun(group, records, plain)
+                    Run run = i == 0 ? plainRun(group, records, plain)
                             : boundRun(group, records, session, bound, i == 2 ? ledger : null);
-                    double rate = records / seconds;
+                    double rate = records / run.seconds();
                     if (rep >= 0) {
-                        this.bench.results.record(S, caseName, keys.get(i), names[i], Map.of("records_per_s", rate));
+                        this.bench.results.record(S, caseName, keys.get(i), names[i],
+                                Map.of("records_per_s", rate, "client_cpu_us_per_record", run.cpu().clientMicrosPer(
+                                        records), "broker_cpu_us_per_record", run.cpu().brokerMicrosPer(records),
+                                        "vm_cpu_us_per_record", run.cpu().vmMicrosPer(records)));
                     }
                     Bench.log("P5 %s rep %d: %.0f records/s", keys.get(i), rep, rate);
                 }
@@ -100,6 +106,15 @@ final class P5ShareGroups {
         return c;
     }
 
+    /**
+     * One timed run.
+     *
+     * @param seconds from the first record received to the last acknowledgement sent
+     * @param cpu the CPU time over the same span, of the client's threads and of the embedded broker's
+     */
+    private record Run(double seconds, CpuMeter cpu) {
+    }
+
     /** Distinct (partition, offset) pairs seen, so that a redelivery is not counted twice. */
     private static final class Seen {
         private final Map<Integer, BitSet> byPartition = new HashMap<>();
@@ -114,12 +129,13 @@ final class P5ShareGroups {
         }
     }
 
-    private double plainRun(String group, int records, KafkaProducer<String, String> producer) {
+    private Run plainRun(String group, int records, KafkaProducer<String, String> producer) {
         try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(consumerConfigs(group),
                 new StringDeserializer(), new StringDeserializer())) {
             consumer.subscribe(List.of(this.in));
             Seen seen = new Seen();
             long t0 = 0;
+            @Nullable CpuMeter cpu = null;
             while (seen.distinct < records) {
                 ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(100));
                 if (batch.isEmpty()) {
@@ -127,6 +143,7 @@ final class P5ShareGroups {
                 }
                 if (t0 == 0) {
                     t0 = System.nanoTime();
+                    cpu = CpuMeter.start(null);
                 }
                 for (ConsumerRecord<String, String> r : batch) {
                     producer.send(new ProducerRecord<>(this.out, r.key(), r.value()));
@@ -138,12 +155,13 @@ final class P5ShareGroups {
                 }
             }
             double seconds = (System.nanoTime() - t0) / 1e9;
+            CpuMeter used = Objects.requireNonNull(cpu).stop();
             consumer.commitSync(); // the last batch's acknowledgements (b sends its last ones at close, too)
-            return seconds;
+            return new Run(seconds, used);
         }
     }
 
-    private double boundRun(String group, int records, TransactionSession session,
+    private Run boundRun(String group, int records, TransactionSession session,
             SessionProducer<String, String> producer, @Nullable ShareOutcomeLedger ledger) {
         Map<String, Object> configs = consumerConfigs(group);
         if (ledger != null) {
@@ -158,6 +176,7 @@ final class P5ShareGroups {
             consumer.bindTransactionSession(session);
             Seen seen = new Seen();
             long t0 = 0;
+            @Nullable CpuMeter cpu = null;
             int transactions = 0;
             long commitNanos = 0;
             while (seen.distinct < records) {
@@ -167,6 +186,7 @@ final class P5ShareGroups {
                 }
                 if (t0 == 0) {
                     t0 = System.nanoTime();
+                    cpu = CpuMeter.start(null);
                 }
                 session.beginTransaction();
                 transactions++;
@@ -180,11 +200,12 @@ final class P5ShareGroups {
                 commitNanos += System.nanoTime() - c0;
             }
             double seconds = (System.nanoTime() - t0) / 1e9;
+            CpuMeter used = Objects.requireNonNull(cpu).stop();
             consumer.unbindTransactionSession();
             Bench.log("P5 %s: %d transactions, %.0f records each, %.1f ms per commit, %.0f%% of the time in commits",
                     ledger == null ? "b" : "c", transactions, (double) records / transactions,
                     commitNanos / 1e6 / transactions, 100.0 * commitNanos / 1e9 / seconds);
-            return seconds;
+            return new Run(seconds, used);
         }
     }
 }
