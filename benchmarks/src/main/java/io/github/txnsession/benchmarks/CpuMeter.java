@@ -22,10 +22,13 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>Why: on a machine where the broker, the database and the client share few cores, a competitor's throughput and
  * latency follow the CPU work of every step on its path, so the work per operation says where a gap comes from, and
- * whose work it is, with less noise than the rates do. Threads are read with {@code ThreadMXBean} (a thread that ends
- * during the run is not counted; the runs keep theirs alive) and other processes from {@code /proc/<pid>/stat} (Linux
- * only, in clock ticks of 10 ms; over a run of a second or more that is within a few percent). Where a figure cannot
- * be read it is {@code NaN}, shown as "-".
+ * whose work it is. It is an accounting of work, not a cause: whether a competitor's rate or latency is limited by
+ * that work depends on how busy the cores were, which these figures alone do not say. Threads are read with
+ * {@code ThreadMXBean}, the client's by name prefix (an idle competitor's threads count as client too; a thread that
+ * ends during the run is counted with the JVM's own). Other processes are read from {@code /proc/<pid>/stat}: every
+ * live process with that command name on the machine (run benchmarks on a quiet machine) with the CPU time of the
+ * children it reaped, in clock ticks of 10 ms (Linux only; over a run of a second or more that is within a few
+ * percent). Where a figure cannot be read it is {@code NaN}, shown as "-".
  */
 final class CpuMeter {
 
@@ -34,7 +37,7 @@ final class CpuMeter {
     /** Name prefixes of the client's threads; every other thread of this JVM is the embedded broker's. */
     private static final List<String> CLIENT_THREADS = List.of("main", "kafka-producer-network-thread",
             "consumer_background_thread", "kafka-admin-client-thread", "kafka-coordinator-heartbeat-thread",
-            "txn-session-", "txn-fleet-", "HikariPool", "pool-", "ForkJoinPool");
+            "txn-session-", "txn-fleet-", "HikariPool");
 
     private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
 
@@ -65,6 +68,9 @@ final class CpuMeter {
 
     /** Ends the count: the figures below are the CPU time between the start and now. */
     CpuMeter stop() {
+        String command = this.otherCommand;
+        long other = command == null ? -1 : otherCpuNanos(command);
+        this.otherNanos = other < 0 || this.otherStart < 0 || other < this.otherStart ? -1 : other - this.otherStart;
         if (!THREADS.isThreadCpuTimeSupported() || !THREADS.isThreadCpuTimeEnabled()) {
             return this;
         }
@@ -91,9 +97,6 @@ final class CpuMeter {
         long process = processCpuNanos();
         this.vmNanos = process < 0 || this.processStart < 0 ? -1
                 : Math.max(0, process - this.processStart - client - broker);
-        String command = this.otherCommand;
-        long other = command == null ? -1 : otherCpuNanos(command);
-        this.otherNanos = other < 0 || this.otherStart < 0 ? -1 : other - this.otherStart;
         return this;
     }
 
@@ -178,9 +181,11 @@ final class CpuMeter {
             if (open < 0 || close < open || !line.substring(open + 1, close).equals(command)) {
                 return 0;
             }
-            // after "pid (comm) ": state is field 3, utime field 14 and stime field 15 of the whole line
+            // after "pid (comm) ": state is field 3, utime/stime fields 14/15 of the whole line, and cutime/cstime
+            // (16/17) what its exited children used: a short-lived worker the server forked and reaped counts too
             String[] fields = line.substring(close + 2).split(" ");
-            return Long.parseLong(fields[11]) + Long.parseLong(fields[12]);
+            return Long.parseLong(fields[11]) + Long.parseLong(fields[12]) + Long.parseLong(fields[13])
+                    + Long.parseLong(fields[14]);
         }
         catch (IOException | RuntimeException ex) {
             return 0; // the process ended between the listing and the read
