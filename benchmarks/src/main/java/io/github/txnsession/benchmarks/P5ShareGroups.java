@@ -73,7 +73,7 @@ final class P5ShareGroups {
         SessionProducer<String, String> bound = new SessionProducer<>(session, new StringSerializer(),
                 new StringSerializer());
         try {
-            // each run lasts about a second: the profile's warm-up repetitions alone leave the JIT compiling (rates
+            // a run lasts well under a second: the profile's warm-up repetitions alone leave the JIT compiling (rates
             // still climbing over the measured repetitions), so all three competitors run unrecorded for the
             // profile's broker warm-up first, as P1 does
             long warmEnd = System.nanoTime() + this.bench.profile.brokerWarmup().toNanos();

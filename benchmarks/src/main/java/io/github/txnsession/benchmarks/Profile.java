@@ -22,7 +22,7 @@ record Profile(String name, int warmups, int repetitions, Duration p1Run, int p2
         return switch (name) {
             case "quick" -> new Profile("quick", 1, 5, Duration.ofMillis(1500), 10_000, 15, Duration.ofMillis(1500),
                     10_000, Duration.ofSeconds(24));
-            // P5 full: 50,000 records, so that a run lasts about a second (10,000 took a tenth of one)
+            // P5 full: 50,000 records, a quarter to half a second per run (10,000 took about a tenth of one)
             case "full" -> new Profile("full", 2, 10, Duration.ofSeconds(5), 50_000, 40, Duration.ofSeconds(5),
                     50_000, Duration.ofSeconds(60));
             default -> throw new IllegalArgumentException("Unknown profile '" + name + "': use quick or full");
