@@ -20,10 +20,10 @@ import org.jspecify.annotations.Nullable;
  * collection and JIT compilation, for both), and, optionally, the other processes with a given command name (the
  * embedded PostgreSQL's server processes).
  *
- * <p>Why: on a machine where the broker, the database and the client share few cores, a competitor's throughput and
- * latency follow the CPU work of every step on its path, so the work per operation says where a gap comes from, and
- * whose work it is. It is an accounting of work, not a cause: whether a competitor's rate or latency is limited by
- * that work depends on how busy the cores were, which these figures alone do not say. Threads are read with
+ * <p>Why: on a machine where the broker, the database and the client share few cores, every step of a competitor's
+ * path costs CPU on one of them, so the work per operation says which extra work a gap comes with, and whose it is.
+ * It is an accounting of work, not a cause: whether a competitor's rate or latency is limited by that work (or by
+ * waiting) these figures alone do not say. Threads are read with
  * {@code ThreadMXBean}, the client's by name prefix (an idle competitor's threads count as client too; a thread that
  * ends during the run is counted with the JVM's own). Other processes are read from {@code /proc/<pid>/stat}: every
  * live process with that command name on the machine (run benchmarks on a quiet machine) with the CPU time of the

@@ -50,7 +50,7 @@ import org.springframework.transaction.support.TransactionTemplate;
  * </ul>
  * Besides latency, each run reports the CPU time per transaction of the client's threads (H2 included), of the
  * embedded broker, of the JVM's garbage collection and compilation and, on PostgreSQL, of the database's server
- * processes ({@link CpuMeter}): on a machine with few cores that is where a latency gap comes from.
+ * processes ({@link CpuMeter}): which extra work each path does, and whose (not, by itself, what sets its latency).
  */
 final class P4JdbcKafka {
 
