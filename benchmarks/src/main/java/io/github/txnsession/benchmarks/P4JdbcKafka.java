@@ -55,6 +55,11 @@ import org.springframework.transaction.support.TransactionTemplate;
 final class P4JdbcKafka {
 
     static final String S = "P4";
+    /**
+     * Sessions per pool of b to f: the starter's default {@code kafka.txn-session.pool-size} (runs before 2026-12-04
+     * used 2, which had d and f reuse an id while its previous commit was still being completed).
+     */
+    static final int POOL_SIZE = 8;
 
     private final Bench bench;
     private final String topic = "p4-out";
@@ -242,7 +247,7 @@ final class P4JdbcKafka {
     private Competitor twoPhase(String db, DataSource ds, JdbcTemplate jdbc) {
         Map<String, Object> configs = this.bench.producerConfigs();
         String prefix = "p4-2pc-" + db + "-";
-        TransactionSessionPool pool = new TransactionSessionPool(prefix, 2, Duration.ofSeconds(30), configs,
+        TransactionSessionPool pool = new TransactionSessionPool(prefix, POOL_SIZE, Duration.ofSeconds(30), configs,
                 List.of());
         SessionProducerFactory<Object, Object> pf = new SessionProducerFactory<>(pool,
                 P1ProducerTransactions.stringSerializer(), P1ProducerTransactions.stringSerializer(), configs);
@@ -274,7 +279,7 @@ final class P4JdbcKafka {
         Map<String, Object> configs = this.bench.producerConfigs();
         String prefix = "p4-enlisted-" + (completeInBackground ? "bg-" : "") + (decisionAlongsidePrepare ? "al-" : "")
                 + db + "-";
-        TransactionSessionPool pool = new TransactionSessionPool(prefix, 2, Duration.ofSeconds(30), configs,
+        TransactionSessionPool pool = new TransactionSessionPool(prefix, POOL_SIZE, Duration.ofSeconds(30), configs,
                 List.of());
         SessionProducerFactory<Object, Object> pf = new SessionProducerFactory<>(pool,
                 P1ProducerTransactions.stringSerializer(), P1ProducerTransactions.stringSerializer(), configs);

@@ -53,9 +53,10 @@ public class TwoPhaseCommitProperties extends DatabaseInitializationProperties {
 
     /**
      * Whether the decision row is written while the Kafka side is prepared (transaction version 2), instead of after:
-     * the two round trips overlap. Trade-off: after a process crash between the two commits, a Kafka transaction the
-     * coordinator aborted on its timeout is reported in doubt (for an operator) rather than lost (for the
-     * LostTransactionHandler), because the row has no coordinator start time.
+     * the two round trips overlap, and the coordinator is asked while the flush runs. Trade-off: a Kafka transaction
+     * the coordinator aborted on its timeout between the two commits (after a process crash, or a completion delayed
+     * that long) is reported in doubt (for an operator) rather than lost (for the LostTransactionHandler), because the
+     * decision has no coordinator start time.
      */
     private boolean decisionAlongsidePrepare;
 

@@ -19,9 +19,9 @@ import org.apache.kafka.common.errors.InterruptException;
  * <ol>
  * <li>With transaction version 2 every Kafka transaction has a producer epoch of its own, so the session can tell which
  * identity its prepare will confirm ({@link TransactionSession#expectedPreparedTransaction()}).</li>
- * <li>{@link TransactionSession#prepareTransaction()} (flush, then DescribeTransactions) runs on the background
- * executor; the committing thread writes the decision under the expected identity meanwhile, through the
- * transaction's own connection, as before: the connection never leaves its thread.</li>
+ * <li>{@link TransactionSession#prepareTransactionByEpoch()} (the flush, with DescribeTransactions sent while it runs)
+ * runs on the background executor; the committing thread writes the decision under the expected identity meanwhile,
+ * through the transaction's own connection, as before: the connection never leaves its thread.</li>
  * <li>The committing thread then waits for the prepare. If the executor has not started it yet (all its threads busy),
  * the committing thread prepares itself: never slower than one after the other, but for a hand-off.</li>
  * <li>The decision may commit only if the prepare confirmed the same producer id and epoch. A failed prepare or a
@@ -32,9 +32,12 @@ import org.apache.kafka.common.errors.InterruptException;
  * <p>The decision names the transaction by producer id and epoch, without the coordinator's start time, which
  * transaction version 2 does not need to tell transactions apart ({@code isRecorded} looks for that form, see
  * {@link Prepared#recorded()}). The completion, and the settling of a failed completion, use the confirmed identity,
- * start time included, which tells a transaction the coordinator aborted on its timeout (LOST) from a later one of
- * the id. After a crash, recovery has only the row: a Kafka side aborted on its timeout between the prepare and the
- * crash is then reported in doubt (UNKNOWN) rather than LOST, never committed or compensated by mistake.
+ * which has the coordinator's start time when the coordinator had registered the transaction by the time it was asked
+ * (mostly not: it is asked during the flush): with it, a transaction the coordinator aborted on its timeout (LOST) is
+ * told from a later one of the id. After a crash, and without that start time, a Kafka side aborted on its timeout
+ * between the prepare and the completion is reported in doubt (UNKNOWN) rather than LOST, never committed or
+ * compensated by mistake (with the broker's maximum transaction timeout, which two-phase commit sets, that takes a
+ * completion delayed for that long: 15 minutes by default).
  *
  * <p>Not guaranteed: the overlap pays only when the decision write takes longer than a thread hand-off (a database
  * over the network, not an in-process one). The coordinator's state is checked exactly as without the overlap:
@@ -46,7 +49,7 @@ final class DecisionAlongsidePrepare {
     }
 
     /**
-     * @param confirmed the prepared transaction as the coordinator confirmed it, start time included
+     * @param confirmed the prepared transaction as the coordinator confirmed it (with its start time when known)
      * @param recorded the same transaction as the decision written names it
      */
     record Prepared(PreparedTransaction confirmed, PreparedTransaction recorded) {
@@ -67,7 +70,7 @@ final class DecisionAlongsidePrepare {
         Runnable prepare = () -> {
             if (started.compareAndSet(false, true)) {
                 try {
-                    preparing.complete(session.prepareTransaction());
+                    preparing.complete(session.prepareTransactionByEpoch());
                 }
                 catch (Throwable ex) {
                     preparing.completeExceptionally(ex);

@@ -113,14 +113,17 @@ public class SessionEnlistment {
      * (default false). With transaction version 2 the session knows the producer id and epoch its prepare will
      * confirm, so the decision is written under them while the prepare's round trip to the coordinator is in flight,
      * and the database commits only once the prepare confirmed that identity: the check is the same, the two round
-     * trips overlap (see {@code DecisionAlongsidePrepare}). Sessions with bound consumers and fleets stay serial.
+     * trips overlap (see {@code DecisionAlongsidePrepare}); the prepare asks the coordinator while the flush runs
+     * ({@link io.github.txnsession.kafka.TransactionSession#prepareTransactionByEpoch()}). Sessions with bound
+     * consumers and fleets stay serial.
      *
      * <p>The trade-off: such a decision names the transaction without the coordinator's start time. After a restart
      * that left the row (a crash between the database commit and the Kafka commit), recovery from the row alone cannot
      * tell a transaction the coordinator aborted on its timeout (LOST, handed to the {@code LostTransactionHandler})
      * from a later transaction of the id, and reports it in doubt (UNKNOWN) for an operator instead. Within a running
-     * process the confirmed start time is kept until the row is cleared, so settlements there classify as before.
-     * Nothing is committed or compensated by mistake either way.
+     * process the prepare mostly learns no start time either (it asks before the coordinator registered the
+     * transaction), so a settlement there of a transaction aborted on its timeout (a completion delayed by the whole
+     * transaction timeout) is reported in doubt too. Nothing is committed or compensated by mistake either way.
      *
      * @param decisionAlongsidePrepare true to overlap the decision write with the prepare; ignored in best-effort
      *        mode and with transaction version 1

@@ -93,6 +93,13 @@ public final class TransactionSessionPool implements AutoCloseable {
     public static final Duration LEFTOVER_LOOK_TIMEOUT = Duration.ofSeconds(10);
     /** how long a failed background settlement waits before it tries again */
     static final Duration SETTLE_RETRY = Duration.ofSeconds(5);
+    /**
+     * An idle session given back more recently than this is lent only when no new id can be initialized instead: its
+     * coordinator may still be writing the markers of the transaction that just ended, and the session's first write
+     * would wait for them (a look at the coordinator, see the core's end watch: within 1 ms of the end for records,
+     * 2 ms for offsets). Each id is initialized once, so this costs one initialization per slot at most.
+     */
+    static final long RECENTLY_RELEASED_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
     /** how long a fleet slot that leaves waits for its lent sessions to come back before it is handed on */
     public static final Duration FLEET_REVOKE_TIMEOUT = Duration.ofSeconds(30);
     /** fleet mode: transactional ids per fleet slot; 0 outside a fleet */
@@ -909,6 +916,7 @@ public final class TransactionSessionPool implements AutoCloseable {
             slot.session = keep;
             slot.owner = null;
             slot.releasedSeq = ++this.releases;
+            slot.releasedNanos = System.nanoTime();
             this.inUse--;
             // a fleet slot that left while the session was lent: its next owner initializes the id
             closeNow = (this.closed || !slot.owned) && keep != null;
@@ -948,6 +956,7 @@ public final class TransactionSessionPool implements AutoCloseable {
     private @Nullable Slot pickFreeSlot() {
         Slot initialized = null;
         Slot uninitialized = null;
+        Slot fresh = null;
         for (Slot s : this.slots) {
             // in fleet mode only settled slots are lent: an id is initialized by the fleet's thread, never here
             if (s.owner == null && s.owned && (s.session != null || s.fleetSlot < 0)) {
@@ -959,7 +968,14 @@ public final class TransactionSessionPool implements AutoCloseable {
                 else if (uninitialized == null) {
                     uninitialized = s;
                 }
+                if (s.session == null && fresh == null && !s.inDoubt && !s.settlementScheduled && s.fleetSlot < 0) {
+                    fresh = s;
+                }
             }
+        }
+        if (initialized != null && fresh != null
+                && System.nanoTime() - initialized.releasedNanos < RECENTLY_RELEASED_NANOS) {
+            return fresh; // the idle id's last transaction may still be ending: a new id need not wait for that end
         }
         return initialized != null ? initialized : uninitialized;
     }
@@ -1430,6 +1446,8 @@ public final class TransactionSessionPool implements AutoCloseable {
         @Nullable Thread owner;
         /** guarded by the pool lock: the pool's release count when this slot was last given back */
         long releasedSeq;
+        /** guarded by the pool lock: when this slot was last given back ({@link System#nanoTime()}) */
+        long releasedNanos;
         /** written by the slot's owner: its last session was released with a prepared transaction */
         volatile boolean inDoubt;
         /** guarded by the pool lock: a background settlement of this slot is scheduled */
@@ -1444,6 +1462,7 @@ public final class TransactionSessionPool implements AutoCloseable {
             this.transactionalId = transactionalId;
             this.fleetSlot = fleetSlot;
             this.owned = fleetSlot < 0;
+            this.releasedNanos = System.nanoTime() - RECENTLY_RELEASED_NANOS; // never given back: not recent
         }
     }
 }

@@ -20,7 +20,8 @@ import org.jspecify.annotations.Nullable;
  * <h2>What it does</h2>
  * <ul>
  * <li>Identity and state ({@code transactionalId()}, {@code state()}, {@code producerId()},
- * {@code currentTransaction()}, ...), {@code prepareTransaction()}, {@code heartbeat()},
+ * {@code currentTransaction()}, ...), {@code prepareTransaction()}, {@code prepareTransactionByEpoch()},
+ * {@code heartbeat()},
  * {@code sendOffsetsToTransaction}, {@code addShareAcksToTransaction} and {@code addPartitionsToTransaction} go to
  * the current session; what they throw is the session's own exception.</li>
  * <li>Outside a session transaction every such call throws {@link IllegalStateException} naming the call, the thread

@@ -66,10 +66,61 @@ class TransactionSessionPoolTest {
                 .containsExactly(2, 2);
             b.release();
             a.release();
+            spinFor(TransactionSessionPool.RECENTLY_RELEASED_NANOS);
             PooledSession again = pool.acquire(); // an idle initialized session is reused before a new slot opens
-            assertThat(again.session().transactionalId()).isIn(prefix + "0", prefix + "1");
+            assertThat(again.session().transactionalId()).isEqualTo(prefix + "1"); // the one released longest ago
             assertThat(pool.snapshot().initialized()).isEqualTo(2);
             again.release();
+        }
+    }
+
+    @Test
+    void aSessionReleasedJustNowIsLentAgainOnlyWhenNoNewIdCanBeInitialized() {
+        // timing-safe: the "new id" check counts only when the acquire provably came within the window
+        int counted = 0;
+        for (int attempt = 0; attempt < 5 && counted == 0; attempt++) {
+            String prefix = EmbeddedKafkaCluster.uniqueName("recent") + "-";
+            try (TransactionSessionPool pool = pool(prefix, 2, Duration.ZERO)) {
+                PooledSession first = pool.acquire();
+                long beforeRelease = System.nanoTime();
+                first.release();
+                PooledSession second = pool.acquire();
+                boolean withinWindow =
+                        System.nanoTime() - beforeRelease < TransactionSessionPool.RECENTLY_RELEASED_NANOS;
+                second.release();
+                if (withinWindow) {
+                    // its id's previous transaction may still be ending: a new id was initialized instead
+                    assertThat(second.session().transactionalId()).isEqualTo(prefix + "1");
+                    assertThat(pool.snapshot().initialized()).isEqualTo(2);
+                    // every slot initialized now: the session released longest ago is lent, however recently
+                    PooledSession third = pool.acquire();
+                    assertThat(third.session().transactionalId()).isEqualTo(prefix + "0");
+                    third.release();
+                    counted++;
+                }
+            }
+        }
+        assertThat(counted).as("acquires that came within the window after a release").isPositive();
+    }
+
+    @Test
+    void pastTheWindowTheReleasedSessionIsLentBeforeANewIdIsInitialized() {
+        String prefix = EmbeddedKafkaCluster.uniqueName("reuse") + "-";
+        try (TransactionSessionPool pool = pool(prefix, 3, Duration.ZERO)) {
+            PooledSession lease = pool.acquire();
+            lease.release();
+            spinFor(TransactionSessionPool.RECENTLY_RELEASED_NANOS);
+            PooledSession again = pool.acquire();
+            assertThat(again.session()).isSameAs(lease.session());
+            assertThat(pool.snapshot().initialized()).isEqualTo(1);
+            again.release();
+        }
+    }
+
+    private static void spinFor(long nanos) {
+        long end = System.nanoTime() + nanos;
+        while (System.nanoTime() < end) {
+            Thread.onSpinWait();
         }
     }
 

@@ -6,6 +6,7 @@ import java.util.Optional;
 import io.github.txnsession.kafka.internals.CoordinatorClient;
 import io.github.txnsession.kafka.internals.TransactionDescription;
 import org.apache.kafka.common.protocol.Errors;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One transactional id as its transaction coordinator sees it: describe it, end one of its transactions, and
@@ -26,6 +27,14 @@ final class CoordinatorView implements AutoCloseable {
 
     Optional<TransactionDescription> describe() {
         return this.client.describe(this.transactionalId, this.timeout);
+    }
+
+    /**
+     * A describe sent without waiting for its answer (see {@link CoordinatorClient#startDescribe}), bounded by the
+     * view's timeout; null when it cannot be sent at once.
+     */
+    CoordinatorClient.@Nullable DescribeInFlight startDescribe() {
+        return this.client.startDescribe(this.transactionalId, this.timeout);
     }
 
     /** A describe bounded by {@code limit} when that is shorter than the view's timeout. */

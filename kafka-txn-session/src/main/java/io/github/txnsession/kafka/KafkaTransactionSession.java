@@ -16,6 +16,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.Lock;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
@@ -71,6 +72,8 @@ final class KafkaTransactionSession implements TransactionSession {
     private final List<SessionListener> listeners = new CopyOnWriteArrayList<>();
     private final List<ShareAckHolder> shareAckHolders = new CopyOnWriteArrayList<>();
     private final AtomicReference<@Nullable Exception> sendFailure = new AtomicReference<>();
+    /** records sent and not yet acknowledged or failed (see {@link LookDuringFlush}) */
+    private final AtomicLong unacknowledgedSends = new AtomicLong();
     /** why the open transaction became abort-only (the first failure); handed out with every refused call */
     private final AtomicReference<@Nullable Throwable> abortCause = new AtomicReference<>();
     private final Object coordinatorLock = new Object();
@@ -338,11 +341,25 @@ final class KafkaTransactionSession implements TransactionSession {
 
     @Override
     public PreparedTransaction prepareTransaction() {
+        return prepare(false);
+    }
+
+    @Override
+    public PreparedTransaction prepareTransactionByEpoch() {
+        return prepare(true);
+    }
+
+    /** @param byEpoch whether the coordinator may be asked while the flush runs (see confirmedWhileFlushing) */
+    private PreparedTransaction prepare(boolean byEpoch) {
         Lock write = lockForLifecycle(SessionOperation.PREPARE);
         try {
             checkAllowed(SessionOperation.PREPARE);
+            CoordinatorClient.@Nullable DescribeInFlight look;
+            boolean recordsOnTheirWay;
             try {
                 beforeCommit();
+                recordsOnTheirWay = this.unacknowledgedSends.get() > 0; // read before the look is sent
+                look = byEpoch && this.wrote ? lookWhileFlushing() : null;
                 liveProducer().flush();
             }
             catch (RuntimeException ex) {
@@ -354,7 +371,9 @@ final class KafkaTransactionSession implements TransactionSession {
                 throw new SessionAbortableException(this.transactionalId,
                         "prepareTransaction() found a failed send (" + failedSend + ").", failedSend);
             }
-            PreparedTransaction prepared = this.wrote ? readOpenTransaction() : emptyTransaction();
+            PreparedTransaction confirmed = look == null ? null : confirmedWhileFlushing(look, recordsOnTheirWay);
+            PreparedTransaction prepared = !this.wrote ? emptyTransaction()
+                    : confirmed != null ? confirmed : readOpenTransaction();
             this.txn = prepared;
             move(SessionState.PREPARED);
             log.debug("Transaction session '{}' prepared {}", this.transactionalId, prepared);
@@ -385,6 +404,38 @@ final class KafkaTransactionSession implements TransactionSession {
         ProducerIdentity known = this.producerIdentity;
         return known == null ? PreparedTransaction.empty(-1, (short) -1)
                 : PreparedTransaction.empty(known.producerId(), known.epoch());
+    }
+
+    /**
+     * {@link #prepareTransactionByEpoch()} with transaction version 2: asks the coordinator about the open transaction
+     * while the flush runs, instead of after it (one round trip less on the commit's path; see
+     * {@link LookDuringFlush}). Null where that does not apply: version 1, an unknown or exhausted identity, a
+     * resumed session, a coordinator not connected yet.
+     */
+    private CoordinatorClient.@Nullable DescribeInFlight lookWhileFlushing() {
+        ProducerIdentity known = this.producerIdentity;
+        if (known == null || known.epoch() >= TransactionStanding.EXHAUSTED_EPOCH || isResumed()) {
+            return null;
+        }
+        try {
+            return coordinator().transactionVersion2() ? coordinator().startDescribe() : null;
+        }
+        catch (RuntimeException ex) {
+            return null; // asked again after the flush, where a failure is reported
+        }
+    }
+
+    /** What the look sent while the flush ran proves ({@link LookDuringFlush}), or null to ask again after it. */
+    private @Nullable PreparedTransaction confirmedWhileFlushing(CoordinatorClient.DescribeInFlight look,
+            boolean recordsOnTheirWay) {
+        TransactionDescription seen;
+        try {
+            seen = look.await();
+        }
+        catch (RuntimeException ex) {
+            return null;
+        }
+        return LookDuringFlush.verdict(seen, this.producerIdentity, recordsOnTheirWay);
     }
 
     /** The open transaction wrote: the coordinator must show it Ongoing under this producer's identity. */
@@ -1243,7 +1294,8 @@ final class KafkaTransactionSession implements TransactionSession {
         awaitPreviousEnd(false);
         return participate(SessionOperation.SEND, () -> {
             this.wrote = true;
-            return liveProducer().send(record, (metadata, exception) -> {
+            Future<RecordMetadata> sent = liveProducer().send(record, (metadata, exception) -> {
+                this.unacknowledgedSends.decrementAndGet();
                 if (exception != null) {
                     this.sendFailure.compareAndSet(null, exception);
                 }
@@ -1251,6 +1303,10 @@ final class KafkaTransactionSession implements TransactionSession {
                     callback.onCompletion(metadata, exception);
                 }
             });
+            // counted once send returned (its callback may have run already): a send that throws is never counted,
+            // so the count may run low for a moment, never high
+            this.unacknowledgedSends.incrementAndGet();
+            return sent;
         });
     }
 

@@ -232,6 +232,31 @@ public interface TransactionSession extends AutoCloseable {
     PreparedTransaction prepareTransaction();
 
     /**
+     * Prepares the open transaction as {@link #prepareTransaction()} does, with one round trip less on the way: with
+     * transaction version 2 the coordinator is asked about the transaction while the flush runs rather than after it.
+     * The returned identity then usually has no start time (the coordinator had not registered the transaction yet
+     * when asked; its producer id and epoch name it, as with {@link #expectedPreparedTransaction()}), and is complete
+     * only once the flush succeeded: the transaction is confirmed open under this producer's epoch when the
+     * coordinator showed it open, or showed that epoch with nothing registered yet while records sent before the
+     * question were still on their way (they were registered after it, under that epoch, or their sends failed).
+     *
+     * <p>Not guaranteed: what the start time adds. Completing, resuming and recovering work by producer id and epoch,
+     * but a transaction the coordinator later aborts on its timeout can then no longer be told from a later transaction
+     * of the id, so a check of it reports its outcome unknown rather than aborted. The confirmation holds for a moment
+     * during the flush instead of right after it. With transaction version 1, or where the session cannot tell its
+     * identity, this is {@link #prepareTransaction()}.
+     *
+     * @return the open transaction's identity: producer id and epoch, the coordinator's start time when it was known
+     * @throws SessionAbortableException if a send failed; the transaction must be aborted
+     * @throws TransactionLostException if the coordinator already aborted it (state ABORTABLE_ERROR: abort it)
+     * @throws SessionFencedException if another producer took the transactional id over
+     * @throws SessionTimeoutException if the coordinator did not answer; prepare may be called again
+     */
+    default PreparedTransaction prepareTransactionByEpoch() {
+        return prepareTransaction();
+    }
+
+    /**
      * The identity {@link #prepareTransaction()} is expected to return for the open transaction, known without asking
      * the coordinator: with transaction version 2 every transaction has a producer epoch of its own, so its producer id
      * and epoch name it (the returned identity has no start time, and {@link PreparedTransaction#toString()} stores it

@@ -162,6 +162,107 @@ class FailurePathsTest {
         assertThat(values(readCommitted(cluster(), out))).containsExactly("next");
     }
 
+    // ------------------------------------------------------------------ prepareTransactionByEpoch: the look in the flush
+
+    @Test
+    void preparingByEpochConfirmsEachTransactionUnderItsOwnEpochAndOnlyCompletedOnesBecomeVisible() {
+        assumeTrue(cluster().transactionVersion() >= 2, "with version 1 it is prepareTransaction()");
+        String out = topic("by-epoch-out", 2);
+        String txnId = EmbeddedKafkaCluster.uniqueName("tx-by-epoch");
+        List<String> committed = new ArrayList<>();
+        int withoutStartTime = 0;
+        // a long linger keeps the records in the producer until the prepare's flush: the look goes out first
+        try (TransactionSession session = session(txnId, Map.of(ProducerConfig.LINGER_MS_CONFIG, 60_000))) {
+            SessionProducer<String, String> producer = producer(session);
+            for (int i = 0; i < 20; i++) {
+                session.beginTransaction();
+                producer.send(new ProducerRecord<>(out, i % 2, "k", "a" + i));
+                producer.send(new ProducerRecord<>(out, (i + 1) % 2, "k", "b" + i));
+                PreparedTransaction expected = session.expectedPreparedTransaction().orElseThrow();
+                PreparedTransaction prepared = session.prepareTransactionByEpoch();
+                assertThat(prepared.producerId()).isEqualTo(expected.producerId());
+                assertThat(prepared.epoch()).as("transaction %d", i).isEqualTo(expected.epoch());
+                withoutStartTime += prepared.hasStartTime() ? 0 : 1;
+                if (i % 3 == 2) {
+                    session.abortTransaction();
+                }
+                else {
+                    assertThat(session.completeTransaction(prepared)).isEqualTo(CompletionOutcome.COMMITTED);
+                    committed.add("a" + i);
+                    committed.add("b" + i);
+                }
+            }
+        }
+        assertThat(withoutStartTime).as("prepares confirmed by a look sent before the records were registered")
+            .isPositive();
+        await().atMost(Duration.ofSeconds(30))
+            .untilAsserted(() -> assertThat(values(readCommitted(cluster(), out)))
+                .containsExactlyInAnyOrderElementsOf(committed));
+    }
+
+    @Test
+    void preparingByEpochAfterAnotherProducerTookTheIdWhileTheRecordsWaitedFailsAndNothingCommits() {
+        assumeTrue(cluster().transactionVersion() >= 2, "with version 1 it is prepareTransaction()");
+        String out = topic("by-epoch-fenced-out", 1);
+        String txnId = EmbeddedKafkaCluster.uniqueName("tx-by-epoch-fenced");
+        try (TransactionSession session = session(txnId, Map.of(ProducerConfig.LINGER_MS_CONFIG, 60_000))) {
+            SessionProducer<String, String> producer = producer(session);
+            session.beginTransaction();
+            producer.send(new ProducerRecord<>(out, "k", "zombie"));
+            try (TransactionSession successor = session(txnId)) {
+                // initialized: the coordinator moved the id to a new epoch before the zombie's records left it
+                assertThatThrownBy(session::prepareTransactionByEpoch).isInstanceOf(TransactionSessionException.class);
+                assertThat(session.state()).isIn(SessionState.FATAL_ERROR, SessionState.ABORTABLE_ERROR);
+                SessionProducer<String, String> next = producer(successor);
+                successor.beginTransaction();
+                next.send(new ProducerRecord<>(out, "k", "successor"));
+                successor.commitTransaction();
+            }
+        }
+        await().atMost(Duration.ofSeconds(30))
+            .untilAsserted(() -> assertThat(values(readCommitted(cluster(), out))).containsExactly("successor"));
+    }
+
+    @Test
+    void preparingByEpochATransactionTheCoordinatorTimedOutFailsAndNothingCommits() {
+        assumeTrue(cluster().transactionVersion() >= 2, "with version 1 it is prepareTransaction()");
+        String out = topic("by-epoch-timeout-out", 1);
+        String txnId = EmbeddedKafkaCluster.uniqueName("tx-by-epoch-timeout");
+        try (TransactionSession session = session(txnId, Map.of(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, 1000,
+                ProducerConfig.LINGER_MS_CONFIG, 60_000))) {
+            SessionProducer<String, String> producer = producer(session);
+            session.beginTransaction();
+            producer.send(new ProducerRecord<>(out, "k", "late"));
+            producer.flush();
+            await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(100))
+                .until(() -> coordinatorState(txnId) == TransactionState.COMPLETE_ABORT);
+            producer.send(new ProducerRecord<>(out, "k", "later")); // still in the producer when the look goes out
+            assertThatThrownBy(session::prepareTransactionByEpoch).isInstanceOf(TransactionSessionException.class);
+            assertThat(session.state()).isIn(SessionState.ABORTABLE_ERROR, SessionState.FATAL_ERROR);
+        }
+        assertThat(readCommitted(cluster(), out)).isEmpty();
+    }
+
+    @Test
+    void preparingByEpochATransactionOfOffsetsOnlyFindsItOpenWithItsStartTime() {
+        assumeTrue(cluster().transactionVersion() >= 2, "with version 1 it is prepareTransaction()");
+        String in = topic("by-epoch-offsets-in", 1);
+        String group = EmbeddedKafkaCluster.uniqueName("by-epoch-group");
+        String txnId = EmbeddedKafkaCluster.uniqueName("tx-by-epoch-offsets");
+        try (TransactionSession session = session(txnId)) {
+            session.beginTransaction();
+            session.sendOffsetsToTransaction(Map.of(new TopicPartition(in, 0),
+                    new org.apache.kafka.clients.consumer.OffsetAndMetadata(3)),
+                    new org.apache.kafka.clients.consumer.ConsumerGroupMetadata(group));
+            // the offsets were added before the look: the coordinator shows the transaction open, start time included
+            PreparedTransaction prepared = session.prepareTransactionByEpoch();
+            assertThat(prepared.hasStartTime()).isTrue();
+            assertThat(session.completeTransaction(prepared)).isEqualTo(CompletionOutcome.COMMITTED);
+        }
+        await().atMost(Duration.ofSeconds(30)).untilAsserted(() -> assertThat(committedOffsets(cluster(), group))
+            .containsEntry(new TopicPartition(in, 0), 3L));
+    }
+
     // ------------------------------------------------------------------ 1 and 9: stale and racing completions
 
     @Test

@@ -228,13 +228,16 @@ abstract class SessionModelTest {
                 }
             }
             case PREPARE -> {
-                PreparedTransaction p = this.session.prepareTransaction();
+                // by epoch: with version 2 the coordinator is asked while the flush runs, mostly without a start time
+                boolean byEpoch = this.random.nextBoolean();
+                PreparedTransaction p = byEpoch ? this.session.prepareTransactionByEpoch()
+                        : this.session.prepareTransaction();
                 if (this.unflushed) {
                     this.unflushed = false;
                     registeredNow(); // by the prepare's flush
                 }
                 assertThat(p.isEmpty()).as("empty iff nothing was sent").isEqualTo(!this.registered);
-                if (!p.isEmpty()) {
+                if (!p.isEmpty() && (!byEpoch || !transactionVersion2())) {
                     assertThat(p.hasStartTime()).isTrue();
                 }
                 this.current = new Prepared(p, this.registration);
@@ -429,8 +432,12 @@ abstract class SessionModelTest {
         }
         if (wasOpen) {
             try {
-                if (this.random.nextBoolean()) {
+                int prepare = this.random.nextInt(3);
+                if (prepare == 1) {
                     this.session.prepareTransaction();
+                }
+                else if (prepare == 2) {
+                    this.session.prepareTransactionByEpoch();
                 }
                 this.session.commitTransaction();
                 if (this.registered) {

@@ -66,11 +66,11 @@ public class TwoPhaseRecovery {
     private final @Nullable LostTransactionHandler lostHandler;
     private final List<LostTransaction> lost = new CopyOnWriteArrayList<>();
     /**
-     * The live sessions' identities (start time included) of transactions whose decision row may lack the start time,
-     * by transactional id: filled when a decision was written alongside the prepare, and when a completion and its
-     * immediate settlement failed; a settlement of the id in this process finds the row's transaction by them, to tell
-     * LOST from UNKNOWN. At most one per id; dropped once the row is cleared or settled (an entry left by a rollback is
-     * harmless: it matches only a row of the same producer id and epoch).
+     * The live sessions' identities (start time included when the prepare learned it) of transactions whose decision
+     * row may lack the start time, by transactional id: filled when a decision was written alongside the prepare, and
+     * when a completion and its immediate settlement failed; a settlement of the id in this process finds the row's
+     * transaction by them, to tell LOST from UNKNOWN. At most one per id; dropped once the row is cleared or settled
+     * (an entry left by a rollback is harmless: it matches only a row of the same producer id and epoch).
      */
     private final Map<String, PreparedTransaction> unsettled = new ConcurrentHashMap<>();
     /** replaced as a whole (readers never see it half rebuilt); appended to under {@code this} */
@@ -578,13 +578,14 @@ public class TwoPhaseRecovery {
     }
 
     /**
-     * Keeps the live session's identity of a transaction, start time included, until its row is cleared or settled:
+     * Keeps the live session's identity of a transaction, start time included when the prepare learned it, until its
+     * row is cleared or settled:
      * a settlement of the id in this process (after a failed completion, an unknown database outcome, the pool's
      * in-doubt resolver) then tells a transaction the coordinator aborted on its timeout (LOST) from a later one of the
      * id even when the row was written without the start time (alongside the prepare). Lost at a restart.
      *
      * @param transactionalId the session's transactional id
-     * @param confirmed the prepared transaction as the coordinator confirmed it, start time included
+     * @param confirmed the prepared transaction as the coordinator confirmed it
      */
     void rememberConfirmed(String transactionalId, PreparedTransaction confirmed) {
         this.unsettled.put(transactionalId, confirmed);

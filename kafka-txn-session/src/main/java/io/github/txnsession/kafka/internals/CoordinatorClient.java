@@ -10,6 +10,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -226,6 +227,85 @@ public final class CoordinatorClient implements AutoCloseable {
                 continue;
             }
             throw error.exception("DescribeTransactions(" + transactionalId + ") failed: " + error);
+        }
+    }
+
+    /**
+     * Sends a DescribeTransactions for the transactional id and returns without waiting for the answer, so that the
+     * caller can do other work while it travels; {@link DescribeInFlight#await()} collects it. Sent only when the
+     * id's coordinator is already known and connected; never retried.
+     *
+     * @param transactionalId the transactional id to describe
+     * @param timeout how long {@link DescribeInFlight#await()} may wait for the answer, counted from now
+     * @return the request in flight, or null when it could not be sent at once (the caller asks with
+     *         {@link #describe} instead)
+     */
+    public @Nullable DescribeInFlight startDescribe(String transactionalId, Duration timeout) {
+        KnownCoordinator known = this.coordinators.get(transactionalId);
+        if (known == null) {
+            return null;
+        }
+        synchronized (this.lock) {
+            if (this.closing || this.closed) {
+                return null;
+            }
+            long now = this.time.milliseconds();
+            Node node = known.node();
+            if (!this.client.isReady(node, now)) {
+                return null;
+            }
+            long deadline = deadline(timeout);
+            CompletableFuture<ClientResponse> answer = new CompletableFuture<>();
+            ClientRequest request = this.client.newClientRequest(node.idString(),
+                    new DescribeTransactionsRequest.Builder(
+                            new DescribeTransactionsRequestData().setTransactionalIds(List.of(transactionalId))),
+                    now, true, (int) Math.max(1, Math.min(this.requestTimeoutMs, deadline - now)), answer::complete);
+            this.client.send(request, now);
+            this.client.poll(0, now); // puts it on the wire
+            return new DescribeInFlight(answer, deadline);
+        }
+    }
+
+    /**
+     * A DescribeTransactions sent by {@link #startDescribe}. Its answer is taken from the connection by whichever call
+     * of this client reads it next.
+     */
+    public final class DescribeInFlight {
+
+        private final CompletableFuture<ClientResponse> answer;
+        private final long deadline;
+
+        private DescribeInFlight(CompletableFuture<ClientResponse> answer, long deadline) {
+            this.answer = answer;
+            this.deadline = deadline;
+        }
+
+        /**
+         * Waits for the answer until the deadline given to {@link #startDescribe}.
+         *
+         * @return the description, or null when no usable one came: no answer in time, a lost connection, an error
+         *         code (the transactional id unknown included); ask again with {@link #describe}
+         */
+        public @Nullable TransactionDescription await() {
+            synchronized (CoordinatorClient.this.lock) {
+                while (!this.answer.isDone() && !CoordinatorClient.this.closed) {
+                    long now = CoordinatorClient.this.time.milliseconds();
+                    if (now >= this.deadline) {
+                        break;
+                    }
+                    CoordinatorClient.this.client.poll(this.deadline - now, now);
+                }
+            }
+            ClientResponse response = this.answer.getNow(null);
+            if (response == null || response.wasDisconnected() || !response.hasResponse()
+                    || response.versionMismatch() != null) {
+                return null; // a request left in flight completes its future later, read by nobody
+            }
+            DescribeTransactionsResponseData.TransactionState s = ((DescribeTransactionsResponse) response
+                .responseBody()).data().transactionStates().get(0);
+            return Errors.forCode(s.errorCode()) != Errors.NONE ? null : new TransactionDescription(
+                    s.transactionalId(), s.transactionState(), s.producerId(), s.producerEpoch(),
+                    s.transactionTimeoutMs(), s.transactionStartTimeMs());
         }
     }
 
