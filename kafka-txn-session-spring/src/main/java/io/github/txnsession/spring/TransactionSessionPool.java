@@ -18,6 +18,7 @@ import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
 import java.util.function.IntConsumer;
+import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 
 import io.github.txnsession.kafka.InvalidSessionConfigException;
@@ -46,7 +47,10 @@ import org.slf4j.LoggerFactory;
  * initialized sessions the one released longest ago is lent first, so that a transactional id whose transaction has
  * just ended is not reused at once: its coordinator may still be writing that transaction's markers, and a new
  * transaction on the same id would wait for them (the broker answers CONCURRENT_TRANSACTIONS and the producer
- * backs off).</li>
+ * backs off; or the session's first write asks the coordinator first, a round trip). For the same reason, when that
+ * session was released within the last {@link #RECENTLY_RELEASED_NANOS 2 ms} and a free slot has no session yet, the
+ * free slot is initialized and lent instead: back-to-back transactions of one thread take turns on two ids or more
+ * instead of reusing one. That costs one initialization per slot, once.</li>
  * <li>When every session is in use, {@link #acquire()} waits up to the acquire timeout, then throws
  * {@link SessionPoolExhaustedException} naming the pool size and timeout; a zero timeout fails at once.</li>
  * <li>A session released with its transaction still open is aborted; a fenced, failed or closed one is closed and
@@ -100,6 +104,8 @@ public final class TransactionSessionPool implements AutoCloseable {
      * 2 ms for offsets). Each id is initialized once, so this costs one initialization per slot at most.
      */
     static final long RECENTLY_RELEASED_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
+    /** {@link System#nanoTime()}; tests of {@link #RECENTLY_RELEASED_NANOS} set their own */
+    private volatile LongSupplier nanoClock = System::nanoTime;
     /** how long a fleet slot that leaves waits for its lent sessions to come back before it is handed on */
     public static final Duration FLEET_REVOKE_TIMEOUT = Duration.ofSeconds(30);
     /** fleet mode: transactional ids per fleet slot; 0 outside a fleet */
@@ -227,6 +233,11 @@ public final class TransactionSessionPool implements AutoCloseable {
     /** @return how long {@link #acquire()} waits for a free session */
     public Duration acquireTimeout() {
         return this.acquireTimeout;
+    }
+
+    /** For tests: the clock that tells how long ago a slot was released. */
+    void setNanoClock(LongSupplier nanoClock) {
+        this.nanoClock = Objects.requireNonNull(nanoClock, "nanoClock");
     }
 
     /** @return the configs every session is created with (without its transactional id) */
@@ -916,7 +927,7 @@ public final class TransactionSessionPool implements AutoCloseable {
             slot.session = keep;
             slot.owner = null;
             slot.releasedSeq = ++this.releases;
-            slot.releasedNanos = System.nanoTime();
+            slot.releasedNanos = this.nanoClock.getAsLong();
             this.inUse--;
             // a fleet slot that left while the session was lent: its next owner initializes the id
             closeNow = (this.closed || !slot.owned) && keep != null;
@@ -951,7 +962,9 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     /**
-     * The idle initialized slot released longest ago, else the lowest idle uninitialized slot. Lock held.
+     * The idle initialized slot released longest ago, else the lowest idle uninitialized slot; but the lowest idle
+     * uninitialized slot that is not in doubt when that initialized one was released within
+     * {@link #RECENTLY_RELEASED_NANOS}. Lock held.
      */
     private @Nullable Slot pickFreeSlot() {
         Slot initialized = null;
@@ -968,13 +981,13 @@ public final class TransactionSessionPool implements AutoCloseable {
                 else if (uninitialized == null) {
                     uninitialized = s;
                 }
-                if (s.session == null && fresh == null && !s.inDoubt && !s.settlementScheduled && s.fleetSlot < 0) {
+                if (s.session == null && fresh == null && !s.inDoubt && !s.settlementScheduled) {
                     fresh = s;
                 }
             }
         }
-        if (initialized != null && fresh != null
-                && System.nanoTime() - initialized.releasedNanos < RECENTLY_RELEASED_NANOS) {
+        if (initialized != null && fresh != null && initialized.releasedNanos != Slot.NEVER_RELEASED
+                && this.nanoClock.getAsLong() - initialized.releasedNanos < RECENTLY_RELEASED_NANOS) {
             return fresh; // the idle id's last transaction may still be ending: a new id need not wait for that end
         }
         return initialized != null ? initialized : uninitialized;
@@ -1446,8 +1459,9 @@ public final class TransactionSessionPool implements AutoCloseable {
         @Nullable Thread owner;
         /** guarded by the pool lock: the pool's release count when this slot was last given back */
         long releasedSeq;
-        /** guarded by the pool lock: when this slot was last given back ({@link System#nanoTime()}) */
-        long releasedNanos;
+        static final long NEVER_RELEASED = Long.MIN_VALUE;
+        /** guarded by the pool lock: when this slot was last given back (the pool's nano clock) */
+        long releasedNanos = NEVER_RELEASED;
         /** written by the slot's owner: its last session was released with a prepared transaction */
         volatile boolean inDoubt;
         /** guarded by the pool lock: a background settlement of this slot is scheduled */
@@ -1462,7 +1476,6 @@ public final class TransactionSessionPool implements AutoCloseable {
             this.transactionalId = transactionalId;
             this.fleetSlot = fleetSlot;
             this.owned = fleetSlot < 0;
-            this.releasedNanos = System.nanoTime() - RECENTLY_RELEASED_NANOS; // never given back: not recent
         }
     }
 }

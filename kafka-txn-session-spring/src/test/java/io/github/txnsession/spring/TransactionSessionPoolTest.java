@@ -12,6 +12,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 
 import io.github.txnsession.kafka.SessionFencedException;
 import io.github.txnsession.kafka.SessionProducer;
@@ -76,40 +77,35 @@ class TransactionSessionPoolTest {
 
     @Test
     void aSessionReleasedJustNowIsLentAgainOnlyWhenNoNewIdCanBeInitialized() {
-        // timing-safe: the "new id" check counts only when the acquire provably came within the window
-        int counted = 0;
-        for (int attempt = 0; attempt < 5 && counted == 0; attempt++) {
-            String prefix = EmbeddedKafkaCluster.uniqueName("recent") + "-";
-            try (TransactionSessionPool pool = pool(prefix, 2, Duration.ZERO)) {
-                PooledSession first = pool.acquire();
-                long beforeRelease = System.nanoTime();
-                first.release();
-                PooledSession second = pool.acquire();
-                boolean withinWindow =
-                        System.nanoTime() - beforeRelease < TransactionSessionPool.RECENTLY_RELEASED_NANOS;
-                second.release();
-                if (withinWindow) {
-                    // its id's previous transaction may still be ending: a new id was initialized instead
-                    assertThat(second.session().transactionalId()).isEqualTo(prefix + "1");
-                    assertThat(pool.snapshot().initialized()).isEqualTo(2);
-                    // every slot initialized now: the session released longest ago is lent, however recently
-                    PooledSession third = pool.acquire();
-                    assertThat(third.session().transactionalId()).isEqualTo(prefix + "0");
-                    third.release();
-                    counted++;
-                }
-            }
+        String prefix = EmbeddedKafkaCluster.uniqueName("recent") + "-";
+        AtomicLong now = new AtomicLong(1_000_000_000L);
+        try (TransactionSessionPool pool = pool(prefix, 2, Duration.ZERO)) {
+            pool.setNanoClock(now::get);
+            PooledSession first = pool.acquire();
+            first.release();
+            now.addAndGet(TransactionSessionPool.RECENTLY_RELEASED_NANOS - 1);
+            // its id's previous transaction may still be ending: a new id is initialized instead
+            PooledSession second = pool.acquire();
+            assertThat(second.session().transactionalId()).isEqualTo(prefix + "1");
+            second.release();
+            now.incrementAndGet();
+            // no new id left: the one released longest ago, however recently
+            PooledSession third = pool.acquire();
+            assertThat(third.session()).isSameAs(first.session());
+            assertThat(pool.snapshot().initialized()).isEqualTo(2);
+            third.release();
         }
-        assertThat(counted).as("acquires that came within the window after a release").isPositive();
     }
 
     @Test
     void pastTheWindowTheReleasedSessionIsLentBeforeANewIdIsInitialized() {
         String prefix = EmbeddedKafkaCluster.uniqueName("reuse") + "-";
+        AtomicLong now = new AtomicLong(-5_000L); // nanoTime may be negative
         try (TransactionSessionPool pool = pool(prefix, 3, Duration.ZERO)) {
+            pool.setNanoClock(now::get);
             PooledSession lease = pool.acquire();
             lease.release();
-            spinFor(TransactionSessionPool.RECENTLY_RELEASED_NANOS);
+            now.addAndGet(TransactionSessionPool.RECENTLY_RELEASED_NANOS);
             PooledSession again = pool.acquire();
             assertThat(again.session()).isSameAs(lease.session());
             assertThat(pool.snapshot().initialized()).isEqualTo(1);
