@@ -40,8 +40,9 @@ import org.apache.kafka.common.errors.InterruptException;
  * completion delayed for that long: 15 minutes by default).
  *
  * <p>Not guaranteed: the overlap pays only when the decision write takes longer than a thread hand-off (a database
- * over the network, not an in-process one). The coordinator's state is checked exactly as without the overlap:
- * once, before the database commits.
+ * over the network, not an in-process one). The coordinator's state is checked once, before the database commits, but
+ * by a look sent while the flush runs ({@link TransactionSession#prepareTransactionByEpoch()}): the transaction is
+ * known open at a moment during the flush, not right after it.
  */
 final class DecisionAlongsidePrepare {
 

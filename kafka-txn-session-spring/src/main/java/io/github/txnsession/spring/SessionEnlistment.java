@@ -112,10 +112,11 @@ public class SessionEnlistment {
      * Whether a two-phase commit writes its decision while the Kafka side is being prepared, instead of after
      * (default false). With transaction version 2 the session knows the producer id and epoch its prepare will
      * confirm, so the decision is written under them while the prepare's round trip to the coordinator is in flight,
-     * and the database commits only once the prepare confirmed that identity: the check is the same, the two round
-     * trips overlap (see {@code DecisionAlongsidePrepare}); the prepare asks the coordinator while the flush runs
-     * ({@link io.github.txnsession.kafka.TransactionSession#prepareTransactionByEpoch()}). Sessions with bound
-     * consumers and fleets stay serial.
+     * and the database commits only once the prepare confirmed that identity; the two round trips overlap (see
+     * {@code DecisionAlongsidePrepare}), and the prepare asks the coordinator while the flush runs
+     * ({@link io.github.txnsession.kafka.TransactionSession#prepareTransactionByEpoch()}), so the transaction is known
+     * open at a moment during the flush rather than right after it. Sessions with bound consumers and fleets stay
+     * serial.
      *
      * <p>The trade-off: such a decision names the transaction without the coordinator's start time. After a restart
      * that left the row (a crash between the database commit and the Kafka commit), recovery from the row alone cannot

@@ -48,9 +48,10 @@ import org.slf4j.LoggerFactory;
  * just ended is not reused at once: its coordinator may still be writing that transaction's markers, and a new
  * transaction on the same id would wait for them (the broker answers CONCURRENT_TRANSACTIONS and the producer
  * backs off; or the session's first write asks the coordinator first, a round trip). For the same reason, when that
- * session was released within the last {@link #RECENTLY_RELEASED_NANOS 2 ms} and a free slot has no session yet, the
- * free slot is initialized and lent instead: back-to-back transactions of one thread take turns on two ids or more
- * instead of reusing one. That costs one initialization per slot, once.</li>
+ * session was released within the last {@link #RECENTLY_RELEASED_NANOS 2 ms} and a slot was never lent yet, that slot
+ * is initialized and lent instead: back-to-back transactions of one thread take turns on two ids or more instead of
+ * reusing one. That costs one initialization per slot at most (a failed one lends the idle session instead), and the
+ * sessions initialized so stay open, each with its producer, up to the pool size.</li>
  * <li>When every session is in use, {@link #acquire()} waits up to the acquire timeout, then throws
  * {@link SessionPoolExhaustedException} naming the pool size and timeout; a zero timeout fails at once.</li>
  * <li>A session released with its transaction still open is aborted; a fenced, failed or closed one is closed and
@@ -106,6 +107,8 @@ public final class TransactionSessionPool implements AutoCloseable {
     static final long RECENTLY_RELEASED_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
     /** {@link System#nanoTime()}; tests of {@link #RECENTLY_RELEASED_NANOS} set their own */
     private volatile LongSupplier nanoClock = System::nanoTime;
+    /** nothing; tests of a failed initialization set their own */
+    private volatile Consumer<String> beforeInitialize = id -> { };
     /** how long a fleet slot that leaves waits for its lent sessions to come back before it is handed on */
     public static final Duration FLEET_REVOKE_TIMEOUT = Duration.ofSeconds(30);
     /** fleet mode: transactional ids per fleet slot; 0 outside a fleet */
@@ -235,6 +238,11 @@ public final class TransactionSessionPool implements AutoCloseable {
         return this.acquireTimeout;
     }
 
+    /** For tests: runs before a slot's session is created; what it throws fails the initialization. */
+    void setBeforeInitialize(Consumer<String> beforeInitialize) {
+        this.beforeInitialize = Objects.requireNonNull(beforeInitialize, "beforeInitialize");
+    }
+
     /** For tests: the clock that tells how long ago a slot was released. */
     void setNanoClock(LongSupplier nanoClock) {
         this.nanoClock = Objects.requireNonNull(nanoClock, "nanoClock");
@@ -259,68 +267,86 @@ public final class TransactionSessionPool implements AutoCloseable {
         if (gate != null) {
             gate.run();
         }
-        Slot slot;
         long remaining = this.acquireTimeout.toNanos();
-        this.lock.lock();
-        try {
-            while (true) {
-                ensureOpen();
-                slot = pickFreeSlot();
-                if (slot != null) {
-                    slot.owner = Thread.currentThread();
-                    this.inUse++;
-                    break;
-                }
-                if (remaining <= 0) {
-                    this.exhausted++;
-                    if (isFleet()) {
-                        throw new SessionPoolExhaustedException("The " + ownedCount() + " transaction sessions of "
-                                + "the fleet slots this instance owns (pool '" + this.prefix + "') stayed in use for "
-                                + this.acquireTimeout.toMillis() + " ms (holders: " + holders() + "). "
-                                + (ownedCount() == 0 ? "This instance owns no fleet slot yet: the fleet is starting "
-                                        + "or rebalancing, or more instances run than kafka.txn-session.fleet.slots. "
-                                        : "Raise kafka.txn-session.fleet.sessions-per-slot or the acquire timeout, or "
-                                                + "keep transactions shorter."));
-                    }
-                    throw new SessionPoolExhaustedException("All " + this.size + " transaction sessions of pool '"
-                            + this.prefix + "' stayed in use for " + this.acquireTimeout.toMillis() + " ms (holders: "
-                            + holders() + "). Raise the pool size or the acquire timeout "
-                            + "(kafka.txn-session.pool-size, kafka.txn-session.acquire-timeout), or keep "
-                            + "transactions shorter.");
-                }
-                this.waiting++;
-                try {
-                    remaining = this.released.awaitNanos(remaining);
-                }
-                catch (InterruptedException ex) {
-                    Thread.currentThread().interrupt();
-                    throw new SessionPoolExhaustedException("Interrupted while waiting for a session of pool '"
-                            + this.prefix + "'");
-                }
-                finally {
-                    this.waiting--;
-                }
-            }
-        }
-        finally {
-            this.lock.unlock();
-        }
-        TransactionSession session = slot.session;
-        if (session == null) {
+        boolean newIdPreferred = true;
+        while (true) {
+            Slot slot;
+            boolean newId;
+            this.lock.lock();
             try {
-                settleIfInDoubt(slot);
-                session = createSession(slot.transactionalId);
-            }
-            catch (RuntimeException ex) {
-                giveBack(slot, null);
-                if (slot.inDoubt) {
-                    scheduleSettlement(slot, SETTLE_RETRY); // its settlement failed: keep trying in the background
+                while (true) {
+                    ensureOpen();
+                    Slot usual = pickFreeSlot();
+                    slot = newIdPreferred ? preferNewId(usual) : usual;
+                    if (slot != null) {
+                        newId = slot != usual;
+                        slot.owner = Thread.currentThread();
+                        this.inUse++;
+                        break;
+                    }
+                    if (remaining <= 0) {
+                        throw exhausted();
+                    }
+                    this.waiting++;
+                    try {
+                        remaining = this.released.awaitNanos(remaining);
+                    }
+                    catch (InterruptedException ex) {
+                        Thread.currentThread().interrupt();
+                        throw new SessionPoolExhaustedException("Interrupted while waiting for a session of pool '"
+                                + this.prefix + "'");
+                    }
+                    finally {
+                        this.waiting--;
+                    }
                 }
-                throw ex;
             }
-            slot.session = session;
+            finally {
+                this.lock.unlock();
+            }
+            TransactionSession session = slot.session;
+            if (session == null) {
+                try {
+                    settleIfInDoubt(slot);
+                    session = createSession(slot.transactionalId);
+                }
+                catch (RuntimeException ex) {
+                    giveBack(slot, null);
+                    if (slot.inDoubt) {
+                        scheduleSettlement(slot, SETTLE_RETRY); // its settlement failed: keep trying in the background
+                    }
+                    if (newId) {
+                        // only preferred to an idle session: lend that one rather than fail (the slot, given back,
+                        // is no new id any more)
+                        log.warn("Transaction session '{}' could not be initialized ({}); an idle session is lent "
+                                + "instead", slot.transactionalId, ex.toString());
+                        newIdPreferred = false;
+                        continue;
+                    }
+                    throw ex;
+                }
+                slot.session = session;
+            }
+            return new PooledSession(this, session, slot.index);
         }
-        return new PooledSession(this, session, slot.index);
+    }
+
+    /** Lock held. */
+    private SessionPoolExhaustedException exhausted() {
+        this.exhausted++;
+        if (isFleet()) {
+            return new SessionPoolExhaustedException("The " + ownedCount() + " transaction sessions of the fleet slots "
+                    + "this instance owns (pool '" + this.prefix + "') stayed in use for "
+                    + this.acquireTimeout.toMillis() + " ms (holders: " + holders() + "). "
+                    + (ownedCount() == 0 ? "This instance owns no fleet slot yet: the fleet is starting or "
+                            + "rebalancing, or more instances run than kafka.txn-session.fleet.slots. "
+                            : "Raise kafka.txn-session.fleet.sessions-per-slot or the acquire timeout, or keep "
+                                    + "transactions shorter."));
+        }
+        return new SessionPoolExhaustedException("All " + this.size + " transaction sessions of pool '" + this.prefix
+                + "' stayed in use for " + this.acquireTimeout.toMillis() + " ms (holders: " + holders() + "). Raise "
+                + "the pool size or the acquire timeout (kafka.txn-session.pool-size, "
+                + "kafka.txn-session.acquire-timeout), or keep transactions shorter.");
     }
 
     /**
@@ -828,6 +854,7 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     private TransactionSession createSession(String transactionalId) {
+        this.beforeInitialize.accept(transactionalId);
         Map<String, Object> configs = new HashMap<>(this.sessionConfigs);
         configs.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
         TransactionSession session = TransactionSession.open(configs);
@@ -961,15 +988,10 @@ public final class TransactionSessionPool implements AutoCloseable {
         }
     }
 
-    /**
-     * The idle initialized slot released longest ago, else the lowest idle uninitialized slot; but the lowest idle
-     * uninitialized slot that is not in doubt when that initialized one was released within
-     * {@link #RECENTLY_RELEASED_NANOS}. Lock held.
-     */
+    /** The idle initialized slot released longest ago, else the lowest idle uninitialized slot. Lock held. */
     private @Nullable Slot pickFreeSlot() {
         Slot initialized = null;
         Slot uninitialized = null;
-        Slot fresh = null;
         for (Slot s : this.slots) {
             // in fleet mode only settled slots are lent: an id is initialized by the fleet's thread, never here
             if (s.owner == null && s.owned && (s.session != null || s.fleetSlot < 0)) {
@@ -981,16 +1003,27 @@ public final class TransactionSessionPool implements AutoCloseable {
                 else if (uninitialized == null) {
                     uninitialized = s;
                 }
-                if (s.session == null && fresh == null && !s.inDoubt && !s.settlementScheduled) {
-                    fresh = s;
-                }
             }
         }
-        if (initialized != null && fresh != null && initialized.releasedNanos != Slot.NEVER_RELEASED
-                && this.nanoClock.getAsLong() - initialized.releasedNanos < RECENTLY_RELEASED_NANOS) {
-            return fresh; // the idle id's last transaction may still be ending: a new id need not wait for that end
-        }
         return initialized != null ? initialized : uninitialized;
+    }
+
+    /**
+     * {@code usual}, unless it is an initialized session released within {@link #RECENTLY_RELEASED_NANOS}: then the
+     * lowest slot that was never lent (not in doubt, no settlement pending), if there is one. Lock held.
+     */
+    private @Nullable Slot preferNewId(@Nullable Slot usual) {
+        if (usual == null || usual.session == null || usual.releasedNanos == Slot.NEVER_RELEASED
+                || this.nanoClock.getAsLong() - usual.releasedNanos >= RECENTLY_RELEASED_NANOS) {
+            return usual;
+        }
+        for (Slot s : this.slots) {
+            if (s.owner == null && s.owned && s.fleetSlot < 0 && s.session == null
+                    && s.releasedNanos == Slot.NEVER_RELEASED && !s.inDoubt && !s.settlementScheduled) {
+                return s; // the idle id's last transaction may still be ending: a new id need not wait for that end
+            }
+        }
+        return usual;
     }
 
     private String holders() {

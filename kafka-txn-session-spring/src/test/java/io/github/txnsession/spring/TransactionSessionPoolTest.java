@@ -98,6 +98,33 @@ class TransactionSessionPoolTest {
     }
 
     @Test
+    void aNewIdThatCannotBeInitializedLendsTheIdleSessionInsteadAndIsNotTriedAgainForThat() {
+        String prefix = EmbeddedKafkaCluster.uniqueName("new-fails") + "-";
+        AtomicLong now = new AtomicLong(0);
+        List<String> tried = new java.util.concurrent.CopyOnWriteArrayList<>();
+        try (TransactionSessionPool pool = pool(prefix, 3, Duration.ZERO)) {
+            pool.setNanoClock(now::get);
+            pool.setBeforeInitialize(id -> {
+                tried.add(id);
+                if (id.equals(prefix + "1")) {
+                    throw new KafkaException("coordinator of " + id + " not available (test)");
+                }
+            });
+            PooledSession first = pool.acquire();
+            first.release();
+            // released just now: slot 1 would be preferred, but its initialization fails
+            PooledSession again = pool.acquire();
+            assertThat(again.session()).isSameAs(first.session());
+            again.release();
+            // slot 1 was tried once: a later acquire in the window prefers slot 2, the next id never lent
+            PooledSession next = pool.acquire();
+            assertThat(next.session().transactionalId()).isEqualTo(prefix + "2");
+            next.release();
+            assertThat(tried).containsExactly(prefix + "0", prefix + "1", prefix + "2");
+        }
+    }
+
+    @Test
     void pastTheWindowTheReleasedSessionIsLentBeforeANewIdIsInitialized() {
         String prefix = EmbeddedKafkaCluster.uniqueName("reuse") + "-";
         AtomicLong now = new AtomicLong(-5_000L); // nanoTime may be negative

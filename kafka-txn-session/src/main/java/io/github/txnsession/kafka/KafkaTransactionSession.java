@@ -356,11 +356,14 @@ final class KafkaTransactionSession implements TransactionSession {
             checkAllowed(SessionOperation.PREPARE);
             CoordinatorClient.@Nullable DescribeInFlight look;
             boolean recordsOnTheirWay;
+            long flushNanos;
             try {
                 beforeCommit();
                 recordsOnTheirWay = this.unacknowledgedSends.get() > 0; // read before the look is sent
                 look = byEpoch && this.wrote ? lookWhileFlushing() : null;
+                long flushStart = System.nanoTime();
                 liveProducer().flush();
+                flushNanos = System.nanoTime() - flushStart;
             }
             catch (RuntimeException ex) {
                 throw failed(SessionOperation.PREPARE, SessionState.IN_TRANSACTION, ex);
@@ -371,7 +374,9 @@ final class KafkaTransactionSession implements TransactionSession {
                 throw new SessionAbortableException(this.transactionalId,
                         "prepareTransaction() found a failed send (" + failedSend + ").", failedSend);
             }
-            PreparedTransaction confirmed = look == null ? null : confirmedWhileFlushing(look, recordsOnTheirWay);
+            // a long flush would move the moment the transaction is known open too far from the decision
+            PreparedTransaction confirmed = look == null || flushNanos > LookDuringFlush.MAX_FLUSH_NANOS ? null
+                    : confirmedWhileFlushing(look, recordsOnTheirWay);
             PreparedTransaction prepared = !this.wrote ? emptyTransaction()
                     : confirmed != null ? confirmed : readOpenTransaction();
             this.txn = prepared;
@@ -431,6 +436,10 @@ final class KafkaTransactionSession implements TransactionSession {
         TransactionDescription seen;
         try {
             seen = look.await();
+        }
+        catch (TimeoutException ex) {
+            // no answer within the coordinator timeout: asking again would only double the wait
+            throw new SessionTimeoutException(this.transactionalId, "prepareTransactionByEpoch()", ex);
         }
         catch (RuntimeException ex) {
             return null;
@@ -1304,7 +1313,8 @@ final class KafkaTransactionSession implements TransactionSession {
                 }
             });
             // counted once send returned (its callback may have run already): a send that throws is never counted,
-            // so the count may run low for a moment, never high
+            // though its callback may still run, so the count can run low (then a look during the flush confirms
+            // less often), never high
             this.unacknowledgedSends.incrementAndGet();
             return sent;
         });

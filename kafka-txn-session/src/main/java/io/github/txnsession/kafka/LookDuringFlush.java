@@ -1,5 +1,7 @@
 package io.github.txnsession.kafka;
 
+import java.util.concurrent.TimeUnit;
+
 import io.github.txnsession.kafka.internals.TransactionDescription;
 import org.jspecify.annotations.Nullable;
 
@@ -9,9 +11,11 @@ import org.jspecify.annotations.Nullable;
  *
  * <h2>Why it can prove anything</h2>
  * With transaction version 2 the coordinator bumps the producer epoch whenever a transaction ends (commit, abort,
- * timeout-abort, fence), and the partition leaders register a transaction's partitions with the coordinator when its
- * first records arrive, refusing records of an epoch that is no longer current. So once the flush succeeded and no send
- * failed, the transaction is confirmed open under the session's producer id and epoch when the look showed
+ * timeout-abort, fence), and a partition leader registers a transaction's partition with the coordinator when the
+ * transaction's first records for it arrive, refusing them if their epoch is no longer current (later records for an
+ * already registered partition are appended without asking, until the abort's marker lands there). So once the flush
+ * succeeded and no send failed, the transaction is confirmed open under the session's producer id and epoch when the
+ * look showed
  * <ul>
  * <li>that identity Ongoing: the transaction was open at the look, start time known;</li>
  * <li>that identity with nothing registered yet (Empty, or the previous transaction's PrepareCommit, PrepareAbort,
@@ -23,9 +27,16 @@ import org.jspecify.annotations.Nullable;
  * asks again after the flush, where the usual checks give the usual errors.
  *
  * <p>Not guaranteed: the confirmation holds for a moment during the flush, not right after it; a fence or timeout-abort
- * after that moment is found by the commit, as one right after a look after the flush always was.
+ * after that moment is found by the commit, as one right after a look after the flush always was. A flush longer than
+ * {@link #MAX_FLUSH_NANOS} keeps that gap bounded: its look is not used, the coordinator is asked again after it.
  */
 final class LookDuringFlush {
+
+    /**
+     * A flush that took longer than this (20 ms; it takes about half a millisecond on a healthy cluster) is followed by
+     * a look after it instead.
+     */
+    static final long MAX_FLUSH_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
 
     private LookDuringFlush() {
     }

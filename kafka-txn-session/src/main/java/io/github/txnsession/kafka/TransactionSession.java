@@ -243,8 +243,9 @@ public interface TransactionSession extends AutoCloseable {
      * <p>Not guaranteed: what the start time adds. Completing, resuming and recovering work by producer id and epoch,
      * but a transaction the coordinator later aborts on its timeout can then no longer be told from a later transaction
      * of the id, so a check of it reports its outcome unknown rather than aborted. The confirmation holds for a moment
-     * during the flush instead of right after it. With transaction version 1, or where the session cannot tell its
-     * identity, this is {@link #prepareTransaction()}.
+     * during the flush instead of right after it (a flush longer than 20 ms is followed by a look after it, so that the
+     * gap stays short). With transaction version 1, or where the session cannot tell its identity, this is
+     * {@link #prepareTransaction()}.
      *
      * @return the open transaction's identity: producer id and epoch, the coordinator's start time when it was known
      * @throws SessionAbortableException if a send failed; the transaction must be aborted

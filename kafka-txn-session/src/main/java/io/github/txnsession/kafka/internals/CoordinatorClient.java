@@ -262,7 +262,7 @@ public final class CoordinatorClient implements AutoCloseable {
                     now, true, (int) Math.max(1, Math.min(this.requestTimeoutMs, deadline - now)), answer::complete);
             this.client.send(request, now);
             this.client.poll(0, now); // puts it on the wire
-            return new DescribeInFlight(answer, deadline);
+            return new DescribeInFlight(transactionalId, answer, deadline);
         }
     }
 
@@ -272,10 +272,12 @@ public final class CoordinatorClient implements AutoCloseable {
      */
     public final class DescribeInFlight {
 
+        private final String transactionalId;
         private final CompletableFuture<ClientResponse> answer;
         private final long deadline;
 
-        private DescribeInFlight(CompletableFuture<ClientResponse> answer, long deadline) {
+        private DescribeInFlight(String transactionalId, CompletableFuture<ClientResponse> answer, long deadline) {
+            this.transactionalId = transactionalId;
             this.answer = answer;
             this.deadline = deadline;
         }
@@ -283,29 +285,39 @@ public final class CoordinatorClient implements AutoCloseable {
         /**
          * Waits for the answer until the deadline given to {@link #startDescribe}.
          *
-         * @return the description, or null when no usable one came: no answer in time, a lost connection, an error
-         *         code (the transactional id unknown included); ask again with {@link #describe}
+         * @return the description, or null when no usable one came: a lost connection, an error code (the
+         *         transactional id unknown included; a moved coordinator is forgotten), an interrupt, the client
+         *         closing; ask again with {@link #describe}
+         * @throws TimeoutException if no answer came before the deadline
          */
         public @Nullable TransactionDescription await() {
             synchronized (CoordinatorClient.this.lock) {
-                while (!this.answer.isDone() && !CoordinatorClient.this.closed) {
+                while (!this.answer.isDone()) {
+                    if (CoordinatorClient.this.closing || CoordinatorClient.this.closed
+                            || Thread.currentThread().isInterrupted()) {
+                        return null; // an interrupted select returns at once: no busy loop under the lock
+                    }
                     long now = CoordinatorClient.this.time.milliseconds();
                     if (now >= this.deadline) {
-                        break;
+                        throw new TimeoutException("DescribeTransactions(" + this.transactionalId + ") got no "
+                                + "answer before the deadline; check that the transaction coordinator is available");
                     }
                     CoordinatorClient.this.client.poll(this.deadline - now, now);
                 }
             }
-            ClientResponse response = this.answer.getNow(null);
-            if (response == null || response.wasDisconnected() || !response.hasResponse()
-                    || response.versionMismatch() != null) {
-                return null; // a request left in flight completes its future later, read by nobody
+            ClientResponse response = this.answer.join();
+            if (response.wasDisconnected() || !response.hasResponse() || response.versionMismatch() != null) {
+                return null;
             }
             DescribeTransactionsResponseData.TransactionState s = ((DescribeTransactionsResponse) response
                 .responseBody()).data().transactionStates().get(0);
-            return Errors.forCode(s.errorCode()) != Errors.NONE ? null : new TransactionDescription(
-                    s.transactionalId(), s.transactionState(), s.producerId(), s.producerEpoch(),
-                    s.transactionTimeoutMs(), s.transactionStartTimeMs());
+            Errors error = Errors.forCode(s.errorCode());
+            if (error != Errors.NONE) {
+                forgetCoordinatorIfMoved(this.transactionalId, error);
+                return null;
+            }
+            return new TransactionDescription(s.transactionalId(), s.transactionState(), s.producerId(),
+                    s.producerEpoch(), s.transactionTimeoutMs(), s.transactionStartTimeMs());
         }
     }
 
