@@ -18,7 +18,6 @@ import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
 import java.util.function.IntConsumer;
-import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 
 import io.github.txnsession.kafka.InvalidSessionConfigException;
@@ -47,11 +46,7 @@ import org.slf4j.LoggerFactory;
  * initialized sessions the one released longest ago is lent first, so that a transactional id whose transaction has
  * just ended is not reused at once: its coordinator may still be writing that transaction's markers, and a new
  * transaction on the same id would wait for them (the broker answers CONCURRENT_TRANSACTIONS and the producer
- * backs off; or the session's first write asks the coordinator first, a round trip). For the same reason, when that
- * session was released within the last {@link #RECENTLY_RELEASED_NANOS 2 ms} and a slot was never lent yet, that slot
- * is initialized and lent instead: back-to-back transactions of one thread take turns on two ids or more instead of
- * reusing one. That costs one initialization per slot at most (a failed one lends the idle session instead), and the
- * sessions initialized so stay open, each with its producer, up to the pool size.</li>
+ * backs off).</li>
  * <li>When every session is in use, {@link #acquire()} waits up to the acquire timeout, then throws
  * {@link SessionPoolExhaustedException} naming the pool size and timeout; a zero timeout fails at once.</li>
  * <li>A session released with its transaction still open is aborted; a fenced, failed or closed one is closed and
@@ -98,17 +93,6 @@ public final class TransactionSessionPool implements AutoCloseable {
     public static final Duration LEFTOVER_LOOK_TIMEOUT = Duration.ofSeconds(10);
     /** how long a failed background settlement waits before it tries again */
     static final Duration SETTLE_RETRY = Duration.ofSeconds(5);
-    /**
-     * An idle session given back more recently than this is lent only when no new id can be initialized instead: its
-     * coordinator may still be writing the markers of the transaction that just ended, and the session's first write
-     * would wait for them (a look at the coordinator, see the core's end watch: within 1 ms of the end for records,
-     * 2 ms for offsets). Each id is initialized once, so this costs one initialization per slot at most.
-     */
-    static final long RECENTLY_RELEASED_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
-    /** {@link System#nanoTime()}; tests of {@link #RECENTLY_RELEASED_NANOS} set their own */
-    private volatile LongSupplier nanoClock = System::nanoTime;
-    /** nothing; tests of a failed initialization set their own */
-    private volatile Consumer<String> beforeInitialize = id -> { };
     /** how long a fleet slot that leaves waits for its lent sessions to come back before it is handed on */
     public static final Duration FLEET_REVOKE_TIMEOUT = Duration.ofSeconds(30);
     /** fleet mode: transactional ids per fleet slot; 0 outside a fleet */
@@ -238,16 +222,6 @@ public final class TransactionSessionPool implements AutoCloseable {
         return this.acquireTimeout;
     }
 
-    /** For tests: runs before a slot's session is created; what it throws fails the initialization. */
-    void setBeforeInitialize(Consumer<String> beforeInitialize) {
-        this.beforeInitialize = Objects.requireNonNull(beforeInitialize, "beforeInitialize");
-    }
-
-    /** For tests: the clock that tells how long ago a slot was released. */
-    void setNanoClock(LongSupplier nanoClock) {
-        this.nanoClock = Objects.requireNonNull(nanoClock, "nanoClock");
-    }
-
     /** @return the configs every session is created with (without its transactional id) */
     public Map<String, Object> sessionConfigs() {
         return this.sessionConfigs;
@@ -267,86 +241,68 @@ public final class TransactionSessionPool implements AutoCloseable {
         if (gate != null) {
             gate.run();
         }
+        Slot slot;
         long remaining = this.acquireTimeout.toNanos();
-        boolean newIdPreferred = true;
-        while (true) {
-            Slot slot;
-            boolean newId;
-            this.lock.lock();
-            try {
-                while (true) {
-                    ensureOpen();
-                    Slot usual = pickFreeSlot();
-                    slot = newIdPreferred ? preferNewId(usual) : usual;
-                    if (slot != null) {
-                        newId = slot != usual;
-                        slot.owner = Thread.currentThread();
-                        this.inUse++;
-                        break;
-                    }
-                    if (remaining <= 0) {
-                        throw exhausted();
-                    }
-                    this.waiting++;
-                    try {
-                        remaining = this.released.awaitNanos(remaining);
-                    }
-                    catch (InterruptedException ex) {
-                        Thread.currentThread().interrupt();
-                        throw new SessionPoolExhaustedException("Interrupted while waiting for a session of pool '"
-                                + this.prefix + "'");
-                    }
-                    finally {
-                        this.waiting--;
-                    }
+        this.lock.lock();
+        try {
+            while (true) {
+                ensureOpen();
+                slot = pickFreeSlot();
+                if (slot != null) {
+                    slot.owner = Thread.currentThread();
+                    this.inUse++;
+                    break;
                 }
-            }
-            finally {
-                this.lock.unlock();
-            }
-            TransactionSession session = slot.session;
-            if (session == null) {
+                if (remaining <= 0) {
+                    this.exhausted++;
+                    if (isFleet()) {
+                        throw new SessionPoolExhaustedException("The " + ownedCount() + " transaction sessions of "
+                                + "the fleet slots this instance owns (pool '" + this.prefix + "') stayed in use for "
+                                + this.acquireTimeout.toMillis() + " ms (holders: " + holders() + "). "
+                                + (ownedCount() == 0 ? "This instance owns no fleet slot yet: the fleet is starting "
+                                        + "or rebalancing, or more instances run than kafka.txn-session.fleet.slots. "
+                                        : "Raise kafka.txn-session.fleet.sessions-per-slot or the acquire timeout, or "
+                                                + "keep transactions shorter."));
+                    }
+                    throw new SessionPoolExhaustedException("All " + this.size + " transaction sessions of pool '"
+                            + this.prefix + "' stayed in use for " + this.acquireTimeout.toMillis() + " ms (holders: "
+                            + holders() + "). Raise the pool size or the acquire timeout "
+                            + "(kafka.txn-session.pool-size, kafka.txn-session.acquire-timeout), or keep "
+                            + "transactions shorter.");
+                }
+                this.waiting++;
                 try {
-                    settleIfInDoubt(slot);
-                    session = createSession(slot.transactionalId);
+                    remaining = this.released.awaitNanos(remaining);
                 }
-                catch (RuntimeException ex) {
-                    giveBack(slot, null);
-                    if (slot.inDoubt) {
-                        scheduleSettlement(slot, SETTLE_RETRY); // its settlement failed: keep trying in the background
-                    }
-                    if (newId) {
-                        // only preferred to an idle session: lend that one rather than fail (the slot, given back,
-                        // is no new id any more)
-                        log.warn("Transaction session '{}' could not be initialized ({}); an idle session is lent "
-                                + "instead", slot.transactionalId, ex.toString());
-                        newIdPreferred = false;
-                        continue;
-                    }
-                    throw ex;
+                catch (InterruptedException ex) {
+                    Thread.currentThread().interrupt();
+                    throw new SessionPoolExhaustedException("Interrupted while waiting for a session of pool '"
+                            + this.prefix + "'");
                 }
-                slot.session = session;
+                finally {
+                    this.waiting--;
+                }
             }
-            return new PooledSession(this, session, slot.index);
         }
-    }
-
-    /** Lock held. */
-    private SessionPoolExhaustedException exhausted() {
-        this.exhausted++;
-        if (isFleet()) {
-            return new SessionPoolExhaustedException("The " + ownedCount() + " transaction sessions of the fleet slots "
-                    + "this instance owns (pool '" + this.prefix + "') stayed in use for "
-                    + this.acquireTimeout.toMillis() + " ms (holders: " + holders() + "). "
-                    + (ownedCount() == 0 ? "This instance owns no fleet slot yet: the fleet is starting or "
-                            + "rebalancing, or more instances run than kafka.txn-session.fleet.slots. "
-                            : "Raise kafka.txn-session.fleet.sessions-per-slot or the acquire timeout, or keep "
-                                    + "transactions shorter."));
+        finally {
+            this.lock.unlock();
         }
-        return new SessionPoolExhaustedException("All " + this.size + " transaction sessions of pool '" + this.prefix
-                + "' stayed in use for " + this.acquireTimeout.toMillis() + " ms (holders: " + holders() + "). Raise "
-                + "the pool size or the acquire timeout (kafka.txn-session.pool-size, "
-                + "kafka.txn-session.acquire-timeout), or keep transactions shorter.");
+        TransactionSession session = slot.session;
+        if (session == null) {
+            try {
+                settleIfInDoubt(slot);
+                session = createSession(slot.transactionalId);
+            }
+            catch (RuntimeException ex) {
+                giveBack(slot, null);
+                if (slot.inDoubt) {
+                    scheduleSettlement(slot, SETTLE_RETRY); // its settlement failed: keep trying in the background
+                }
+                throw ex;
+            }
+            slot.session = session;
+        }
+        return new PooledSession(this, session, slot.index);
     }
 
     /**
@@ -854,7 +810,6 @@ public final class TransactionSessionPool implements AutoCloseable {
     }
 
     private TransactionSession createSession(String transactionalId) {
-        this.beforeInitialize.accept(transactionalId);
         Map<String, Object> configs = new HashMap<>(this.sessionConfigs);
         configs.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
         TransactionSession session = TransactionSession.open(configs);
@@ -954,7 +909,6 @@ public final class TransactionSessionPool implements AutoCloseable {
             slot.session = keep;
             slot.owner = null;
             slot.releasedSeq = ++this.releases;
-            slot.releasedNanos = this.nanoClock.getAsLong();
             this.inUse--;
             // a fleet slot that left while the session was lent: its next owner initializes the id
             closeNow = (this.closed || !slot.owned) && keep != null;
@@ -988,7 +942,9 @@ public final class TransactionSessionPool implements AutoCloseable {
         }
     }
 
-    /** The idle initialized slot released longest ago, else the lowest idle uninitialized slot. Lock held. */
+    /**
+     * The idle initialized slot released longest ago, else the lowest idle uninitialized slot. Lock held.
+     */
     private @Nullable Slot pickFreeSlot() {
         Slot initialized = null;
         Slot uninitialized = null;
@@ -1006,24 +962,6 @@ public final class TransactionSessionPool implements AutoCloseable {
             }
         }
         return initialized != null ? initialized : uninitialized;
-    }
-
-    /**
-     * {@code usual}, unless it is an initialized session released within {@link #RECENTLY_RELEASED_NANOS}: then the
-     * lowest slot that was never lent (not in doubt, no settlement pending), if there is one. Lock held.
-     */
-    private @Nullable Slot preferNewId(@Nullable Slot usual) {
-        if (usual == null || usual.session == null || usual.releasedNanos == Slot.NEVER_RELEASED
-                || this.nanoClock.getAsLong() - usual.releasedNanos >= RECENTLY_RELEASED_NANOS) {
-            return usual;
-        }
-        for (Slot s : this.slots) {
-            if (s.owner == null && s.owned && s.fleetSlot < 0 && s.session == null
-                    && s.releasedNanos == Slot.NEVER_RELEASED && !s.inDoubt && !s.settlementScheduled) {
-                return s; // the idle id's last transaction may still be ending: a new id need not wait for that end
-            }
-        }
-        return usual;
     }
 
     private String holders() {
@@ -1492,9 +1430,6 @@ public final class TransactionSessionPool implements AutoCloseable {
         @Nullable Thread owner;
         /** guarded by the pool lock: the pool's release count when this slot was last given back */
         long releasedSeq;
-        static final long NEVER_RELEASED = Long.MIN_VALUE;
-        /** guarded by the pool lock: when this slot was last given back (the pool's nano clock) */
-        long releasedNanos = NEVER_RELEASED;
         /** written by the slot's owner: its last session was released with a prepared transaction */
         volatile boolean inDoubt;
         /** guarded by the pool lock: a background settlement of this slot is scheduled */

@@ -12,7 +12,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicLong;
 
 import io.github.txnsession.kafka.SessionFencedException;
 import io.github.txnsession.kafka.SessionProducer;
@@ -67,83 +66,10 @@ class TransactionSessionPoolTest {
                 .containsExactly(2, 2);
             b.release();
             a.release();
-            spinFor(TransactionSessionPool.RECENTLY_RELEASED_NANOS);
             PooledSession again = pool.acquire(); // an idle initialized session is reused before a new slot opens
-            assertThat(again.session().transactionalId()).isEqualTo(prefix + "1"); // the one released longest ago
+            assertThat(again.session().transactionalId()).isIn(prefix + "0", prefix + "1");
             assertThat(pool.snapshot().initialized()).isEqualTo(2);
             again.release();
-        }
-    }
-
-    @Test
-    void aSessionReleasedJustNowIsLentAgainOnlyWhenNoNewIdCanBeInitialized() {
-        String prefix = EmbeddedKafkaCluster.uniqueName("recent") + "-";
-        AtomicLong now = new AtomicLong(1_000_000_000L);
-        try (TransactionSessionPool pool = pool(prefix, 2, Duration.ZERO)) {
-            pool.setNanoClock(now::get);
-            PooledSession first = pool.acquire();
-            first.release();
-            now.addAndGet(TransactionSessionPool.RECENTLY_RELEASED_NANOS - 1);
-            // its id's previous transaction may still be ending: a new id is initialized instead
-            PooledSession second = pool.acquire();
-            assertThat(second.session().transactionalId()).isEqualTo(prefix + "1");
-            second.release();
-            now.incrementAndGet();
-            // no new id left: the one released longest ago, however recently
-            PooledSession third = pool.acquire();
-            assertThat(third.session()).isSameAs(first.session());
-            assertThat(pool.snapshot().initialized()).isEqualTo(2);
-            third.release();
-        }
-    }
-
-    @Test
-    void aNewIdThatCannotBeInitializedLendsTheIdleSessionInsteadAndIsNotTriedAgainForThat() {
-        String prefix = EmbeddedKafkaCluster.uniqueName("new-fails") + "-";
-        AtomicLong now = new AtomicLong(0);
-        List<String> tried = new java.util.concurrent.CopyOnWriteArrayList<>();
-        try (TransactionSessionPool pool = pool(prefix, 3, Duration.ZERO)) {
-            pool.setNanoClock(now::get);
-            pool.setBeforeInitialize(id -> {
-                tried.add(id);
-                if (id.equals(prefix + "1")) {
-                    throw new KafkaException("coordinator of " + id + " not available (test)");
-                }
-            });
-            PooledSession first = pool.acquire();
-            first.release();
-            // released just now: slot 1 would be preferred, but its initialization fails
-            PooledSession again = pool.acquire();
-            assertThat(again.session()).isSameAs(first.session());
-            again.release();
-            // slot 1 was tried once: a later acquire in the window prefers slot 2, the next id never lent
-            PooledSession next = pool.acquire();
-            assertThat(next.session().transactionalId()).isEqualTo(prefix + "2");
-            next.release();
-            assertThat(tried).containsExactly(prefix + "0", prefix + "1", prefix + "2");
-        }
-    }
-
-    @Test
-    void pastTheWindowTheReleasedSessionIsLentBeforeANewIdIsInitialized() {
-        String prefix = EmbeddedKafkaCluster.uniqueName("reuse") + "-";
-        AtomicLong now = new AtomicLong(-5_000L); // nanoTime may be negative
-        try (TransactionSessionPool pool = pool(prefix, 3, Duration.ZERO)) {
-            pool.setNanoClock(now::get);
-            PooledSession lease = pool.acquire();
-            lease.release();
-            now.addAndGet(TransactionSessionPool.RECENTLY_RELEASED_NANOS);
-            PooledSession again = pool.acquire();
-            assertThat(again.session()).isSameAs(lease.session());
-            assertThat(pool.snapshot().initialized()).isEqualTo(1);
-            again.release();
-        }
-    }
-
-    private static void spinFor(long nanos) {
-        long end = System.nanoTime() + nanos;
-        while (System.nanoTime() < end) {
-            Thread.onSpinWait();
         }
     }
 
