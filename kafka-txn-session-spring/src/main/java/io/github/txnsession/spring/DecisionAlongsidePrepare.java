@@ -33,11 +33,11 @@ import org.apache.kafka.common.errors.InterruptException;
  * transaction version 2 does not need to tell transactions apart ({@code isRecorded} looks for that form, see
  * {@link Prepared#recorded()}). The completion, and the settling of a failed completion, use the confirmed identity,
  * which has the coordinator's start time when the coordinator had registered the transaction by the time it was asked
- * (mostly not: it is asked during the flush): with it, a transaction the coordinator aborted on its timeout (LOST) is
- * told from a later one of the id. After a crash, and without that start time, a Kafka side aborted on its timeout
- * between the prepare and the completion is reported in doubt (UNKNOWN) rather than LOST, never committed or
- * compensated by mistake (with the broker's maximum transaction timeout, which two-phase commit sets, that takes a
- * completion delayed for that long: 15 minutes by default).
+ * (not when the records were still in the producer at the prepare, the usual case): with it, a transaction the
+ * coordinator aborted on its timeout (LOST) is told from a later one of the id. After a crash, and without that start
+ * time, a Kafka side aborted on its timeout between the prepare and the completion is reported in doubt (UNKNOWN)
+ * rather than LOST, never committed or compensated by mistake (with the broker's maximum transaction timeout, which
+ * two-phase commit sets, that takes a completion delayed for that long: 15 minutes by default).
  *
  * <p>Not guaranteed: the overlap pays only when the decision write takes longer than a thread hand-off (a database
  * over the network, not an in-process one). The coordinator's state is checked once, before the database commits, but

@@ -122,9 +122,10 @@ public class SessionEnlistment {
      * that left the row (a crash between the database commit and the Kafka commit), recovery from the row alone cannot
      * tell a transaction the coordinator aborted on its timeout (LOST, handed to the {@code LostTransactionHandler})
      * from a later transaction of the id, and reports it in doubt (UNKNOWN) for an operator instead. Within a running
-     * process the prepare mostly learns no start time either (it asks before the coordinator registered the
-     * transaction), so a settlement there of a transaction aborted on its timeout (a completion delayed by the whole
-     * transaction timeout) is reported in doubt too. Nothing is committed or compensated by mistake either way.
+     * process the prepare learns no start time either when the records were still on their way (the usual case: it asks
+     * before the coordinator registered the transaction), so a settlement there of a transaction aborted on its timeout
+     * (a completion delayed by the whole transaction timeout) is reported in doubt too. Nothing is committed or
+     * compensated by mistake either way.
      *
      * @param decisionAlongsidePrepare true to overlap the decision write with the prepare; ignored in best-effort
      *        mode and with transaction version 1

@@ -124,8 +124,8 @@ class DecisionAlongsidePrepareTest {
             DecisionAlongsidePrepare.Prepared prepared = DecisionAlongsidePrepare.prepare(session, decision, wrong,
                     executor);
             assertThat(prepared.confirmed().epoch()).isEqualTo(right.epoch());
-            assertThat(prepared.confirmed()).as("the session's own identity")
-                .isEqualTo(session.currentTransaction().orElseThrow());
+            assertThat(prepared.confirmed().producerId()).as("the session's own identity")
+                .isEqualTo(right.producerId());
             assertThat(prepared.recorded()).isEqualTo(prepared.confirmed());
             assertThat(decision.written).containsExactly(wrong, prepared.confirmed());
             session.abortTransaction();

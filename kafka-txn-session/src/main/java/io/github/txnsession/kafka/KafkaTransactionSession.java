@@ -437,8 +437,9 @@ final class KafkaTransactionSession implements TransactionSession {
         try {
             seen = look.await();
         }
-        catch (TimeoutException ex) {
-            // no answer within the coordinator timeout: asking again would only double the wait
+        catch (TimeoutException | InterruptException ex) {
+            // no answer within the coordinator timeout (asking again would only double the wait), or interrupted: as
+            // with the look after the flush, the session stays in its transaction and the prepare may be called again
             throw new SessionTimeoutException(this.transactionalId, "prepareTransactionByEpoch()", ex);
         }
         catch (RuntimeException ex) {

@@ -232,10 +232,11 @@ public interface TransactionSession extends AutoCloseable {
     PreparedTransaction prepareTransaction();
 
     /**
-     * Prepares the open transaction as {@link #prepareTransaction()} does, with one round trip less on the way: with
-     * transaction version 2 the coordinator is asked about the transaction while the flush runs rather than after it.
-     * The returned identity then usually has no start time (the coordinator had not registered the transaction yet
-     * when asked; its producer id and epoch name it, as with {@link #expectedPreparedTransaction()}), and is complete
+     * Prepares the open transaction as {@link #prepareTransaction()} does, with one round trip less on the way when it
+     * can: with transaction version 2 the coordinator is asked about the transaction while the flush runs rather than
+     * after it. When the transaction's records were still in the producer at the prepare (the usual case right after
+     * a send), the returned identity has no start time (the coordinator had not registered the transaction yet when
+     * asked; its producer id and epoch name it, as with {@link #expectedPreparedTransaction()}), and it is complete
      * only once the flush succeeded: the transaction is confirmed open under this producer's epoch when the
      * coordinator showed it open, or showed that epoch with nothing registered yet while records sent before the
      * question were still on their way (they were registered after it, under that epoch, or their sends failed).

@@ -259,7 +259,8 @@ public final class CoordinatorClient implements AutoCloseable {
             ClientRequest request = this.client.newClientRequest(node.idString(),
                     new DescribeTransactionsRequest.Builder(
                             new DescribeTransactionsRequestData().setTransactionalIds(List.of(transactionalId))),
-                    now, true, (int) Math.max(1, Math.min(this.requestTimeoutMs, deadline - now)), answer::complete);
+                    // the whole budget (not request.timeout.ms): an unanswered look is a timeout, not a second wait
+                    now, true, (int) Math.max(1, Math.min(Integer.MAX_VALUE, deadline - now)), answer::complete);
             this.client.send(request, now);
             this.client.poll(0, now); // puts it on the wire
             return new DescribeInFlight(transactionalId, answer, deadline);
@@ -286,26 +287,34 @@ public final class CoordinatorClient implements AutoCloseable {
          * Waits for the answer until the deadline given to {@link #startDescribe}.
          *
          * @return the description, or null when no usable one came: a lost connection, an error code (the
-         *         transactional id unknown included; a moved coordinator is forgotten), an interrupt, the client
-         *         closing; ask again with {@link #describe}
+         *         transactional id unknown included; a moved coordinator is forgotten), the client closing; ask again
+         *         with {@link #describe}
          * @throws TimeoutException if no answer came before the deadline
+         * @throws org.apache.kafka.common.errors.InterruptException if the thread is interrupted (it stays
+         *         interrupted)
          */
         public @Nullable TransactionDescription await() {
             synchronized (CoordinatorClient.this.lock) {
                 while (!this.answer.isDone()) {
-                    if (CoordinatorClient.this.closing || CoordinatorClient.this.closed
-                            || Thread.currentThread().isInterrupted()) {
-                        return null; // an interrupted select returns at once: no busy loop under the lock
+                    if (CoordinatorClient.this.closing || CoordinatorClient.this.closed) {
+                        return null;
+                    }
+                    if (Thread.currentThread().isInterrupted()) {
+                        // an interrupted select returns at once: no busy loop under the lock
+                        throw new org.apache.kafka.common.errors.InterruptException("Interrupted while waiting for "
+                                + "DescribeTransactions(" + this.transactionalId + ")");
                     }
                     long now = CoordinatorClient.this.time.milliseconds();
                     if (now >= this.deadline) {
-                        throw new TimeoutException("DescribeTransactions(" + this.transactionalId + ") got no "
-                                + "answer before the deadline; check that the transaction coordinator is available");
+                        throw noAnswer();
                     }
                     CoordinatorClient.this.client.poll(this.deadline - now, now);
                 }
             }
             ClientResponse response = this.answer.join();
+            if (response.wasTimedOut()) {
+                throw noAnswer();
+            }
             if (response.wasDisconnected() || !response.hasResponse() || response.versionMismatch() != null) {
                 return null;
             }
@@ -318,6 +327,11 @@ public final class CoordinatorClient implements AutoCloseable {
             }
             return new TransactionDescription(s.transactionalId(), s.transactionState(), s.producerId(),
                     s.producerEpoch(), s.transactionTimeoutMs(), s.transactionStartTimeMs());
+        }
+
+        private TimeoutException noAnswer() {
+            return new TimeoutException("DescribeTransactions(" + this.transactionalId + ") got no answer before the "
+                    + "deadline; check that the transaction coordinator is available");
         }
     }
 
