@@ -22,7 +22,7 @@ import io.github.txnsession.kafka.internals.CoordinatorClient;
  * UNSUPPORTED_VERSION (measured on 4.0 to 4.4), so the library's two-phase commit keeps its own decision log and a
  * prepared transaction is still bounded by {@code transaction.timeout.ms}.</li>
  * <li>{@code transactionalShareAcks}: the broker has the {@code TXN_SHARE_ACKNOWLEDGE} API (KIP-1289, a proposal);
- * without it share acknowledgements go out right after the Kafka commit, and only the outcome ledger closes the window
+ * without it share acknowledgements go out after the Kafka commit, and only the outcome ledger closes the window
  * between the two.</li>
  * <li>{@code transactionHeartbeat}: the broker has a {@code TXN_HEARTBEAT} API (KIP-1309, a draft); without it a
  * heartbeat only checks a transaction, it cannot extend its timeout.</li>
@@ -76,7 +76,7 @@ public record ClusterGuarantees(int transactionVersion, boolean shareGroups, boo
                         + "transaction.timeout.ms");
         parts.add(!this.shareGroups ? "no share groups"
                 : this.transactionalShareAcks ? "share acknowledgements inside transactions"
-                        : "share acknowledgements right after the commit (the outcome ledger closes the window)");
+                        : "share acknowledgements after the commit (the outcome ledger closes the window)");
         parts.add(this.transactionHeartbeat ? "transaction heartbeats extend timeouts"
                 : "no transaction heartbeat: timeouts cannot be extended");
         return String.join("; ", parts);

@@ -49,9 +49,12 @@ import org.slf4j.LoggerFactory;
  * <h2>Guarantees, while bound and a transaction is open</h2>
  * <ul>
  * <li>{@code acknowledge(record, ACCEPT | REJECT | RELEASE)} is kept, not sent (through
- * {@link TransactionSession#addShareAcksToTransaction}). After the transaction commits they are sent at once
- * without waiting for the broker's answer ({@code commitAsync}); with an {@link #useOutcomeLedger outcome ledger} the
- * commit waits for the answer ({@code commitSync}), from which the ledger learns which records it can forget. After an abort they are dropped and
+ * {@link TransactionSession#addShareAcksToTransaction}). After the transaction commits they are handed to the
+ * wrapped consumer and ride on the fetch of the next {@link #poll} (as a plain share consumer's explicit
+ * acknowledgements do: one request per transaction less); if no poll has come within 10 ms, they are sent in a request
+ * of their own, from a background thread ({@code commitAsync}). With an {@link #useOutcomeLedger outcome ledger} the
+ * commit sends them at once and waits for the answer ({@code commitSync}), from which the ledger learns which records
+ * it can forget. After an abort they are dropped and
  * every record this consumer holds is RELEASEd, so the group delivers it again at once (its delivery count goes up
  * by one), unless {@link #setRetainRecordsOnAbort retained}. When the outcome is unknown (a commit that may have
  * happened), the records are always released.</li>
@@ -73,8 +76,9 @@ import org.slf4j.LoggerFactory;
  * <h2>Not guaranteed: the window between commit and acknowledgement</h2>
  * No released broker can make a share acknowledgement part of a Kafka transaction: KIP-1289 (transactional
  * acknowledgements for share groups) is a proposal, and kafka-clients 4.2.2 has no {@code TXN_SHARE_ACKNOWLEDGE} API
- * key ({@link TransactionSession#transactionalShareAcksAvailable()} checks). So the acknowledgements are sent right
- * after the Kafka commit succeeds. If the process dies, or the acknowledgement fails, in between, the records stay
+ * key ({@link TransactionSession#transactionalShareAcksAvailable()} checks). So the acknowledgements are sent after
+ * the Kafka commit succeeds (with the next poll, or at most about 10 ms later). If the process dies, or the
+ * acknowledgement fails, in between, the records stay
  * acquired until their lock expires and are then delivered again although their output is committed: <b>at most one
  * duplicate per record of that transaction</b>. Never a loss: an output that was not committed is never acknowledged.
  * {@link #useOutcomeLedger(ShareOutcomeLedger)} closes this window: the outcome is recorded in the transaction, and a
@@ -152,6 +156,13 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private volatile @Nullable AcknowledgementCommitCallback userAckCallback;
     /** whether an abort keeps the records this consumer holds rather than releasing them */
     private volatile boolean retainOnAbort;
+    /**
+     * acknowledgements of a committed transaction were handed to the wrapped consumer and no call that sends them
+     * (poll, commit, close) has run since; under {@link #access}
+     */
+    private volatile boolean acksWaitForPoll;
+    /** {@link #close} ran: the linger check must not touch the wrapped consumer any more; under {@link #access} */
+    private boolean closed;
 
     /**
      * Creates a {@link KafkaShareConsumer} in explicit acknowledgement mode.
@@ -451,7 +462,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 if (!this.outgoing.isEmpty()) {
                     flushOutgoing(false);
                 }
-                // after the flush: the acknowledgements of committed transactions go out even when this poll ends
+                if (!this.stash.isEmpty() || this.wakeupRequested.get()) {
+                    // this poll does not fetch: the acknowledgements of committed transactions go out now
+                    sendWaitingAcks();
+                }
                 throwIfWakeupRequested();
                 if (!this.stash.isEmpty()) {
                     stashed = takeStash();
@@ -704,6 +718,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 this.sentUnanswered.clear(); // (acknowledgements going out with a renewal are not counted)
                 Map<TopicIdPartition, Optional<KafkaException>> result;
                 try {
+                    this.acksWaitForPoll = false;
                     result = this.delegate.commitSync(RENEW_TIMEOUT);
                 }
                 catch (WakeupException ex) {
@@ -813,6 +828,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             this.sentUnanswered.clear();
             ConsumerRecords<K, V> records;
             try {
+                this.acksWaitForPoll = false;
                 records = this.delegate.poll(Duration.ofMillis(100));
             }
             catch (WakeupException ex) {
@@ -901,6 +917,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private Set<TopicIdPartition> commitSync0() {
         Map<TopicIdPartition, Optional<KafkaException>> result;
         try {
+            this.acksWaitForPoll = false;
             result = this.delegate.commitSync();
         }
         catch (WakeupException ex) {
@@ -931,6 +948,42 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     }
 
     /**
+     * Sends the acknowledgements of a committed transaction that wait for the next poll, in a request of their own.
+     * Caller holds {@link #access}.
+     */
+    private void sendWaitingAcks() {
+        if (this.acksWaitForPoll && !this.closed) {
+            this.acksWaitForPoll = false;
+            this.delegate.commitAsync();
+        }
+    }
+
+    /**
+     * {@link AcknowledgementLinger}'s check: if no poll has taken the acknowledgements of a committed transaction
+     * along by now, send them. When another call holds the consumer, it is a poll or a commit that sends them, or a
+     * short call after which the check runs again.
+     *
+     * @return whether to check again later
+     */
+    private boolean sendLingeringAcks() {
+        if (!this.access.tryLock()) {
+            return this.acksWaitForPoll; // (a poll or commit holding the consumer has taken them along)
+        }
+        try {
+            sendWaitingAcks();
+            return false;
+        }
+        catch (RuntimeException ex) {
+            log.warn("Share group '{}': sending the acknowledgements of a committed transaction failed ({}); the next "
+                    + "poll sends them", this.groupId, ex.toString());
+            return false;
+        }
+        finally {
+            this.access.unlock();
+        }
+    }
+
+    /**
      * The application's poll, woken by {@link #wakeup()}: only this call lets a wakeup reach the wrapped consumer,
      * so that a wakeup meant for the poll loop (a container stopping) does not break the calls this class makes to
      * send a committed transaction's acknowledgements or to renew locks (seen in the all-paths soak: a stop during a
@@ -941,6 +994,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         this.polling = true;
         try {
             throwIfWakeupRequested(); // (requested between the check at the start of poll and now)
+            this.acksWaitForPoll = false; // (they go out with the fetch)
             return this.delegate.poll(timeout);
         }
         catch (WakeupException ex) {
@@ -1185,8 +1239,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     boolean withLedger = TransactionalShareConsumer.this.ledger != null;
                     Set<TopicIdPartition> failed = flushOutgoing(withLedger);
                     if (!withLedger) {
-                        // sent now, without waiting for the answer (the ledger needs the answer, so waits for it)
-                        TransactionalShareConsumer.this.delegate.commitAsync();
+                        // they ride on the next poll's fetch, or a moment later in a request of their own (the
+                        // ledger needs the broker's answer, so it waits for it above)
+                        TransactionalShareConsumer.this.acksWaitForPoll = true;
+                        AcknowledgementLinger.schedule(TransactionalShareConsumer.this::sendLingeringAcks);
                     }
                     confirmed(sent, failed);
                     if (!failed.isEmpty()) {
@@ -1347,6 +1403,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 }
             }
             this.sentUnanswered.clear(); // (the application's call: its answer is the application's)
+            this.acksWaitForPoll = false;
             return timeout == null ? this.delegate.commitSync() : this.delegate.commitSync(timeout);
         }
         finally {
@@ -1365,6 +1422,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 }
             }
             this.sentUnanswered.clear();
+            this.acksWaitForPoll = false;
             this.delegate.commitAsync();
         }
         finally {
@@ -1375,7 +1433,9 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     /**
      * Sets the application's callback for acknowledgement results. This consumer keeps its own callback on the
      * wrapped consumer (it logs acknowledgements the broker refused, which come back as duplicates of committed output)
-     * and passes every result on to {@code callback}.
+     * and passes every result on to {@code callback}. Like the wrapped consumer, it calls back from within this
+     * consumer's calls; the acknowledgements of a committed transaction that no poll took along within 10 ms are sent
+     * from a background thread, and results reported there reach {@code callback} on that thread.
      */
     @Override
     public void setAcknowledgementCommitCallback(AcknowledgementCommitCallback callback) {
@@ -1481,6 +1541,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     }
                 }
             }
+            this.closed = true;
+            this.acksWaitForPoll = false; // (closing sends them)
             this.delegate.close(timeout);
         });
     }

@@ -515,6 +515,40 @@ class TransactionalShareConsumerTest {
         assertThat(outputCounts(output)).containsOnlyKeys(inputs).allSatisfy((k, n) -> assertThat(n).isEqualTo(1));
     }
 
+    /**
+     * Without a ledger a commit's acknowledgements wait for the next poll to take them along; a worker that does not
+     * poll again (nor closes) still gets them to the broker, well before the records' lock would expire.
+     */
+    @Test
+    void theAcknowledgementsOfACommitGoOutWithoutAnotherPoll() throws Exception {
+        String input = EmbeddedKafkaCluster.uniqueName("linger-in");
+        String output = EmbeddedKafkaCluster.uniqueName("linger-out");
+        kafka.cluster().createTopics(1, input, output);
+        List<String> inputs = produceInputs(input, 1, 3);
+        String group = shareGroup("linger-group", "60000");
+        try (TransactionSession session = session("linger");
+                TransactionalShareConsumer<String, String> worker = shareConsumer(group, 10)) {
+            worker.subscribe(List.of(input));
+            worker.bindTransactionSession(session);
+            SessionProducer<String, String> out = new SessionProducer<>(session, new StringSerializer(),
+                    new StringSerializer());
+            List<ConsumerRecord<String, String>> records = new ArrayList<>();
+            await().atMost(Duration.ofSeconds(60)).until(() -> {
+                worker.poll(Duration.ofMillis(200)).forEach(records::add);
+                return records.size() == inputs.size();
+            });
+            session.beginTransaction();
+            for (ConsumerRecord<String, String> r : records) {
+                out.send(new ProducerRecord<>(output, r.value(), r.value()));
+                worker.acknowledge(r, AcknowledgeType.ACCEPT);
+            }
+            session.commitTransaction();
+            // no poll, no close: only the linger check can send them (the lock lasts a minute)
+            await().atMost(Duration.ofSeconds(20)).until(() -> everyRecordAcknowledged(group, input));
+        }
+        assertThat(outputCounts(output)).containsOnlyKeys(inputs).allSatisfy((k, n) -> assertThat(n).isEqualTo(1));
+    }
+
     /** A wakeup still ends a poll that is blocked waiting for records, from another thread, at once. */
     @Test
     void aWakeupEndsABlockedPoll() throws Exception {
