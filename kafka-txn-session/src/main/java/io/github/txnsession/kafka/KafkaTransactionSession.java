@@ -354,6 +354,7 @@ final class KafkaTransactionSession implements TransactionSession {
         Lock write = lockForLifecycle(SessionOperation.PREPARE);
         try {
             checkAllowed(SessionOperation.PREPARE);
+            String call = byEpoch ? "prepareTransactionByEpoch()" : "prepareTransaction()";
             CoordinatorClient.@Nullable DescribeInFlight look;
             boolean recordsOnTheirWay;
             long flushNanos;
@@ -372,13 +373,13 @@ final class KafkaTransactionSession implements TransactionSession {
             if (failedSend != null) {
                 enterAbortable(failedSend);
                 throw new SessionAbortableException(this.transactionalId,
-                        "prepareTransaction() found a failed send (" + failedSend + ").", failedSend);
+                        call + " found a failed send (" + failedSend + ").", failedSend);
             }
             // a long flush would move the moment the transaction is known open too far from the decision
             PreparedTransaction confirmed = look == null || flushNanos > LookDuringFlush.MAX_FLUSH_NANOS ? null
                     : confirmedWhileFlushing(look, recordsOnTheirWay);
             PreparedTransaction prepared = !this.wrote ? emptyTransaction()
-                    : confirmed != null ? confirmed : readOpenTransaction();
+                    : confirmed != null ? confirmed : readOpenTransaction(call);
             this.txn = prepared;
             move(SessionState.PREPARED);
             log.debug("Transaction session '{}' prepared {}", this.transactionalId, prepared);
@@ -448,20 +449,24 @@ final class KafkaTransactionSession implements TransactionSession {
         return LookDuringFlush.verdict(seen, this.producerIdentity, recordsOnTheirWay);
     }
 
-    /** The open transaction wrote: the coordinator must show it Ongoing under this producer's identity. */
-    private PreparedTransaction readOpenTransaction() {
+    /**
+     * The open transaction wrote: the coordinator must show it Ongoing under this producer's identity.
+     *
+     * @param call the prepare call, as errors name it
+     */
+    private PreparedTransaction readOpenTransaction(String call) {
         Optional<TransactionDescription> found;
         try {
             found = coordinator().describe();
         }
         catch (TimeoutException | InterruptException ex) {
-            throw new SessionTimeoutException(this.transactionalId, "prepareTransaction()", ex);
+            throw new SessionTimeoutException(this.transactionalId, call, ex);
         }
         ProducerIdentity known = this.producerIdentity;
         if (known == null) {
             // without the producer's own id and epoch, the open transaction could be another producer's (a zombie's
             // successor): handing that identity out could get it committed by a recovery that never meant it
-            throw enterAbortable(new SessionAbortableException(this.transactionalId, "prepareTransaction(): the "
+            throw enterAbortable(new SessionAbortableException(this.transactionalId, call + ": the "
                     + "session could not read its producer id and epoch from the coordinator, so it cannot tell its "
                     + "transaction from another producer's (" + CoordinatorView.describeForMessage(found) + ").",
                     null));
@@ -473,16 +478,16 @@ final class KafkaTransactionSession implements TransactionSession {
         }
         String seen = CoordinatorView.describeForMessage(found);
         if (found.isPresent() && (found.get().isAborting() || found.get().isCompleteAbort())) {
-            throw enterAbortable(new TransactionLostException(this.transactionalId, "prepareTransaction() found it "
+            throw enterAbortable(new TransactionLostException(this.transactionalId, call + " found it "
                     + "aborted; abort the session's transaction (expected producer " + known + "). " + seen, null));
         }
         if (found.isPresent() && (found.get().producerId() != known.producerId()
                 || found.get().producerEpoch() > known.epoch())) {
             failFatal(null);
-            throw new SessionFencedException(this.transactionalId, "prepareTransaction() (the session's producer is "
+            throw new SessionFencedException(this.transactionalId, call + " (the session's producer is "
                     + known + "; " + seen + ")", null);
         }
-        throw enterAbortable(new SessionAbortableException(this.transactionalId, "prepareTransaction(): the "
+        throw enterAbortable(new SessionAbortableException(this.transactionalId, call + ": the "
                 + "transaction wrote records or offsets, but the coordinator has no open transaction for it. " + seen,
                 null));
     }

@@ -215,8 +215,7 @@ public final class CoordinatorClient implements AutoCloseable {
             DescribeTransactionsResponseData.TransactionState s = response.data().transactionStates().get(0);
             Errors error = Errors.forCode(s.errorCode());
             if (error == Errors.NONE) {
-                return Optional.of(new TransactionDescription(s.transactionalId(), s.transactionState(),
-                        s.producerId(), s.producerEpoch(), s.transactionTimeoutMs(), s.transactionStartTimeMs()));
+                return Optional.of(description(s));
             }
             if (error == Errors.TRANSACTIONAL_ID_NOT_FOUND) {
                 return Optional.empty();
@@ -228,6 +227,11 @@ public final class CoordinatorClient implements AutoCloseable {
             }
             throw error.exception("DescribeTransactions(" + transactionalId + ") failed: " + error);
         }
+    }
+
+    private static TransactionDescription description(DescribeTransactionsResponseData.TransactionState s) {
+        return new TransactionDescription(s.transactionalId(), s.transactionState(), s.producerId(), s.producerEpoch(),
+                s.transactionTimeoutMs(), s.transactionStartTimeMs());
     }
 
     /**
@@ -325,8 +329,7 @@ public final class CoordinatorClient implements AutoCloseable {
                 forgetCoordinatorIfMoved(this.transactionalId, error);
                 return null;
             }
-            return new TransactionDescription(s.transactionalId(), s.transactionState(), s.producerId(),
-                    s.producerEpoch(), s.transactionTimeoutMs(), s.transactionStartTimeMs());
+            return description(s);
         }
 
         private TimeoutException noAnswer() {
