@@ -201,6 +201,29 @@ class FailurePathsTest {
     }
 
     @Test
+    void preparingByEpochAfterAFlushLongerThanTheCapAsksTheCoordinatorAgain() {
+        assumeTrue(cluster().transactionVersion() >= 2, "with version 1 it is prepareTransaction()");
+        String out = topic("by-epoch-slow-out", 1);
+        String txnId = EmbeddedKafkaCluster.uniqueName("tx-by-epoch-slow");
+        // the records wait in the producer for the flush (the look goes out before them), and the flush takes 30 ms:
+        // the look's answer (the previous transaction's end, records on their way) would confirm without a start
+        // time, but a flush that long makes the prepare ask again after it, which finds the transaction open
+        try (TransactionSession session = session(txnId, Map.of(ProducerConfig.LINGER_MS_CONFIG, 60_000,
+                ProducerConfig.INTERCEPTOR_CLASSES_CONFIG, SlowAcknowledgementInterceptor.class.getName()))) {
+            SessionProducer<String, String> producer = producer(session);
+            for (int i = 0; i < 5; i++) {
+                session.beginTransaction();
+                producer.send(new ProducerRecord<>(out, "k", "v" + i));
+                PreparedTransaction prepared = session.prepareTransactionByEpoch();
+                assertThat(prepared.hasStartTime()).as("transaction %d: %s", i, prepared).isTrue();
+                assertThat(session.completeTransaction(prepared)).isEqualTo(CompletionOutcome.COMMITTED);
+            }
+        }
+        await().atMost(Duration.ofSeconds(30)).untilAsserted(() -> assertThat(values(readCommitted(cluster(), out)))
+            .containsExactly("v0", "v1", "v2", "v3", "v4"));
+    }
+
+    @Test
     void preparingByEpochAfterAnotherProducerTookTheIdWhileTheRecordsWaitedFailsAndNothingCommits() {
         assumeTrue(cluster().transactionVersion() >= 2, "with version 1 it is prepareTransaction()");
         String out = topic("by-epoch-fenced-out", 1);
