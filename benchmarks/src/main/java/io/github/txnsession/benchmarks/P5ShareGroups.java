@@ -33,7 +33,8 @@ import org.jspecify.annotations.Nullable;
  * <li>a) {@code KafkaShareConsumer} in explicit mode, no transactions: send the batch's output with a plain
  * (idempotent) producer, flush it, ACCEPT each record (sent with the next poll), at least once;</li>
  * <li>b) {@code TransactionalShareConsumer} bound to a session: begin, send through a {@code SessionProducer},
- * ACCEPT each record (held by the transaction), commit (the acknowledgements go out right after, without waiting for the answer).</li>
+ * ACCEPT each record (held by the transaction), commit (the acknowledgements go out with the next poll, as a's
+ * do).</li>
  * <li>c) b with a {@code ShareOutcomeLedger}: each transaction also writes its outcome entry (and flushes it before
  * the lock check), which closes the window between commit and acknowledgement.</li>
  * </ul>

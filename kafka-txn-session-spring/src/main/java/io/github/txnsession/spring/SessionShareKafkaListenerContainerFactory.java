@@ -54,7 +54,7 @@ import org.springframework.transaction.support.TransactionTemplate;
  * or acknowledges it with its {@link ShareConsumerRecordRecoverer}'s answer when the listener threw. This factory
  * makes the container's consumers {@link TransactionalShareConsumer}s over the application's ones (explicit mode), and
  * wraps each endpoint's listener so that it runs inside a transaction that the consumer is bound to: the listener's
- * work, and the record's ACCEPT, join that transaction; the ACCEPT is sent right after the commit (not when the
+ * work, and the record's ACCEPT, join that transaction; the ACCEPT is sent after the commit (not when the
  * poll's records are done; a record whose lock renewal is still under way is acknowledged once the consumer has it
  * back), and the container's own acknowledgement of a record whose transaction acknowledged it is ignored. A
  * transaction that rolled back throws, and the recoverer this factory sets by default RELEASEs the record
@@ -87,7 +87,7 @@ import org.springframework.transaction.support.TransactionTemplate;
  * <li>One transaction per record (the container calls the listener per record; batch listeners are refused by
  * spring-kafka). For a poll's records in one transaction, failure isolation and dead-lettering in the transaction,
  * use {@link SessionShareListenerContainer}.</li>
- * <li>Without a ledger, the acknowledgement is sent right after the commit: a crash in between redelivers a record
+ * <li>Without a ledger, the acknowledgement is sent after the commit (with the next poll): a crash in between redelivers a record
  * whose work committed (at most one duplicate each). A listener can also look a redelivered record
  * ({@code deliveryCount() > 1}) up in its own database, as the task-worker sample does.</li>
  * <li>A lock cannot be renewed while the listener runs (the consumer is the container's thread's): a listener call

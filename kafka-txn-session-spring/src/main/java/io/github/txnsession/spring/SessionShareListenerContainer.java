@@ -68,7 +68,7 @@ import org.springframework.transaction.support.TransactionTemplate;
  * transiently): its effects outside the transaction (a call to a web service, a log line) can repeat. Only what goes
  * through the transaction happens once.</li>
  * <li>No released broker makes share acknowledgements part of a Kafka transaction (KIP-1289 is a proposal): they are
- * sent right after the commit. A crash between the commit and the acknowledgement redelivers the records although
+ * sent after the commit (with the next poll). A crash between the commit and the acknowledgement redelivers the records although
  * their output is committed: at most one duplicate per record in that window, never a loss, unless the consumers use
  * a {@link io.github.txnsession.kafka.ShareOutcomeLedger} ({@link #setOutcomeLedger}). A transaction whose outcome is
  * unknown (a commit that timed out unsettled) hands its records back to the group rather than running them again.</li>

@@ -1401,7 +1401,7 @@ final class KafkaTransactionSession implements TransactionSession {
             this.txnShareAcks = known;
             if (!known) {
                 log.debug("Transaction session '{}': no {} API (KIP-1289) in this client or broker; share "
-                        + "acknowledgements are sent right after each commit", this.transactionalId,
+                        + "acknowledgements are sent after each commit", this.transactionalId,
                         TXN_SHARE_ACKNOWLEDGE);
             }
         }

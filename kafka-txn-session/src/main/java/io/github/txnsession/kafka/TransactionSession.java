@@ -434,7 +434,7 @@ public interface TransactionSession extends AutoCloseable {
      * <p>Not atomic on today's brokers. No broker release has transactional share acknowledgements (KIP-1289 is a
      * proposal; kafka-clients 4.2.2 has no such API key, and a session checks with
      * {@link #transactionalShareAcksAvailable()}), so the acknowledgements are sent after the Kafka commit
-     * succeeds (with the consumer's next poll, or about 10 ms later). A crash between the commit and that send leaves the records acquired until their acquisition lock
+     * succeeds (with the consumer's next poll, or from a background check about 10 ms later). A crash between the commit and that send leaves the records acquired until their acquisition lock
      * expires, and then they are delivered again although their output is committed: at most one duplicate per
      * record of the crashed transaction.
      *

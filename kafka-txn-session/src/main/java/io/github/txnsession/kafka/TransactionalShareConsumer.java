@@ -51,8 +51,9 @@ import org.slf4j.LoggerFactory;
  * <li>{@code acknowledge(record, ACCEPT | REJECT | RELEASE)} is kept, not sent (through
  * {@link TransactionSession#addShareAcksToTransaction}). After the transaction commits they are handed to the
  * wrapped consumer and ride on the fetch of the next {@link #poll} (as a plain share consumer's explicit
- * acknowledgements do: one request per transaction less); if no poll has come within 10 ms, they are sent in a request
- * of their own, from a background thread ({@code commitAsync}). With an {@link #useOutcomeLedger outcome ledger} the
+ * acknowledgements do: one request per transaction less); if no poll has taken them along after 10 ms, a background
+ * check sends them in a request of their own ({@code commitAsync}; results the application's acknowledgement callback
+ * should get then reach it at the next poll, on the application's thread). With an {@link #useOutcomeLedger outcome ledger} the
  * commit sends them at once and waits for the answer ({@code commitSync}), from which the ledger learns which records
  * it can forget. After an abort they are dropped and
  * every record this consumer holds is RELEASEd, so the group delivers it again at once (its delivery count goes up
@@ -77,10 +78,9 @@ import org.slf4j.LoggerFactory;
  * No released broker can make a share acknowledgement part of a Kafka transaction: KIP-1289 (transactional
  * acknowledgements for share groups) is a proposal, and kafka-clients 4.2.2 has no {@code TXN_SHARE_ACKNOWLEDGE} API
  * key ({@link TransactionSession#transactionalShareAcksAvailable()} checks). So the acknowledgements are sent after
- * the Kafka commit succeeds (with the next poll, or at most about 10 ms later). If the process dies, or the
- * acknowledgement fails, in between, the records stay
- * acquired until their lock expires and are then delivered again although their output is committed: <b>at most one
- * duplicate per record of that transaction</b>. Never a loss: an output that was not committed is never acknowledged.
+ * the Kafka commit succeeds (with the next poll, or from a background check about 10 ms later). If the process dies,
+ * or the acknowledgement fails, in between, the records stay acquired until their lock expires and are then delivered
+ * again although their output is committed: <b>at most one duplicate per record of that transaction</b>. Never a loss: an output that was not committed is never acknowledged.
  * {@link #useOutcomeLedger(ShareOutcomeLedger)} closes this window: the outcome is recorded in the transaction, and a
  * redelivered record whose outcome committed is acknowledged instead of returned (see {@link ShareOutcomeLedger} for
  * what it covers). Without a ledger, consumers of the output that must not see the duplicate can drop it by the
@@ -163,6 +163,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private volatile boolean acksWaitForPoll;
     /** {@link #close} ran: the linger check must not touch the wrapped consumer any more; under {@link #access} */
     private boolean closed;
+    /** the linger check is sending acknowledgements on its own thread; under {@link #access} */
+    private boolean lingerCheckRunning;
+    /** acknowledgement results reported during a linger check, for the application's callback; under itself */
+    private final List<Runnable> deferredCallbacks = new ArrayList<>();
 
     /**
      * Creates a {@link KafkaShareConsumer} in explicit acknowledgement mode.
@@ -285,7 +289,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         warmLedger();
         if (bound.transactionalShareAcksAvailable()) {
             log.warn("The cluster advertises transactional share acknowledgements (KIP-1289), but this library "
-                    + "version cannot send them yet; acknowledgements are sent right after each commit");
+                    + "version cannot send them yet; acknowledgements are sent after each commit");
         }
     }
 
@@ -445,6 +449,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         }
         this.access.lock();
         try {
+            runDeferredCallbacks();
             ConsumerRecords<K, V> stashed = null;
             synchronized (this.track) {
                 KafkaTransactionSession current = this.session;
@@ -953,15 +958,16 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      */
     private void sendWaitingAcks() {
         if (this.acksWaitForPoll && !this.closed) {
-            this.acksWaitForPoll = false;
             this.delegate.commitAsync();
+            this.acksWaitForPoll = false;
         }
     }
 
     /**
      * {@link AcknowledgementLinger}'s check: if no poll has taken the acknowledgements of a committed transaction
-     * along by now, send them. When another call holds the consumer, it is a poll or a commit that sends them, or a
-     * short call after which the check runs again.
+     * along by now, send them. While another call holds the consumer the check runs again later, unless that call
+     * took them along. Results the wrapped consumer reports meanwhile reach the application's callback on its own
+     * thread, at its next poll (see {@link #acknowledged}).
      *
      * @return whether to check again later
      */
@@ -969,16 +975,19 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         if (!this.access.tryLock()) {
             return this.acksWaitForPoll; // (a poll or commit holding the consumer has taken them along)
         }
+        this.lingerCheckRunning = true;
         try {
             sendWaitingAcks();
             return false;
         }
         catch (RuntimeException ex) {
-            log.warn("Share group '{}': sending the acknowledgements of a committed transaction failed ({}); the next "
-                    + "poll sends them", this.groupId, ex.toString());
+            log.error("Share group '{}': the acknowledgements of a committed transaction could not be sent ({}); the "
+                    + "next poll, commit or close sends them (records whose lock expires first are delivered again: "
+                    + "duplicates of committed output)", this.groupId, ex.toString());
             return false;
         }
         finally {
+            this.lingerCheckRunning = false;
             this.access.unlock();
         }
     }
@@ -994,8 +1003,25 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         this.polling = true;
         try {
             throwIfWakeupRequested(); // (requested between the check at the start of poll and now)
+            boolean acksWaited = this.acksWaitForPoll;
             this.acksWaitForPoll = false; // (they go out with the fetch)
-            return this.delegate.poll(timeout);
+            try {
+                return this.delegate.poll(timeout);
+            }
+            catch (RuntimeException ex) {
+                if (acksWaited) {
+                    // the poll may have failed before it fetched (a wakeup, a background error): send them now (a
+                    // request of their own sends nothing if the poll took them along)
+                    this.acksWaitForPoll = true;
+                    try {
+                        sendWaitingAcks();
+                    }
+                    catch (RuntimeException notSent) {
+                        ex.addSuppressed(notSent);
+                    }
+                }
+                throw ex;
+            }
         }
         catch (WakeupException ex) {
             this.wakeupRequested.set(false);
@@ -1434,8 +1460,9 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      * Sets the application's callback for acknowledgement results. This consumer keeps its own callback on the
      * wrapped consumer (it logs acknowledgements the broker refused, which come back as duplicates of committed output)
      * and passes every result on to {@code callback}. Like the wrapped consumer, it calls back from within this
-     * consumer's calls; the acknowledgements of a committed transaction that no poll took along within 10 ms are sent
-     * from a background thread, and results reported there reach {@code callback} on that thread.
+     * consumer's calls, on the thread that made them: results reported while a background check sent the
+     * acknowledgements of a committed transaction (no poll took them along) reach {@code callback} at the next poll or
+     * close.
      */
     @Override
     public void setAcknowledgementCommitCallback(AcknowledgementCommitCallback callback) {
@@ -1450,9 +1477,31 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     this.groupId, offsets, failure.toString());
         }
         AcknowledgementCommitCallback user = this.userAckCallback;
-        if (user != null) {
-            user.onComplete(offsets, failure);
+        if (user == null) {
+            return;
         }
+        if (this.lingerCheckRunning) {
+            // not on the application's thread: the application's callback gets it at the next poll
+            synchronized (this.deferredCallbacks) {
+                this.deferredCallbacks.add(() -> user.onComplete(offsets, failure));
+            }
+            return;
+        }
+        runDeferredCallbacks();
+        user.onComplete(offsets, failure);
+    }
+
+    /** Passes on results reported during a linger check, in their order. */
+    private void runDeferredCallbacks() {
+        List<Runnable> due;
+        synchronized (this.deferredCallbacks) {
+            if (this.deferredCallbacks.isEmpty()) {
+                return;
+            }
+            due = new ArrayList<>(this.deferredCallbacks);
+            this.deferredCallbacks.clear();
+        }
+        due.forEach(Runnable::run);
     }
 
     @Override
@@ -1543,7 +1592,12 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             }
             this.closed = true;
             this.acksWaitForPoll = false; // (closing sends them)
-            this.delegate.close(timeout);
+            try {
+                this.delegate.close(timeout);
+            }
+            finally {
+                runDeferredCallbacks();
+            }
         });
     }
 

@@ -549,6 +549,43 @@ class TransactionalShareConsumerTest {
         assertThat(outputCounts(output)).containsOnlyKeys(inputs).allSatisfy((k, n) -> assertThat(n).isEqualTo(1));
     }
 
+    /**
+     * A wakeup that reaches the wrapped consumer's poll (the race the wakeup Javadoc describes) ends the first poll
+     * after a commit: the commit's acknowledgements must still reach the broker, whether the wrapped consumer sent
+     * them before it threw (kafka-clients 4.2 does) or this consumer sends them after.
+     */
+    @Test
+    void aPollWokenBeforeItFetchedStillSendsTheAcknowledgementsOfTheCommitBeforeIt() throws Exception {
+        String input = EmbeddedKafkaCluster.uniqueName("woken-in");
+        String output = EmbeddedKafkaCluster.uniqueName("woken-out");
+        kafka.cluster().createTopics(1, input, output);
+        List<String> inputs = produceInputs(input, 1, 3);
+        String group = shareGroup("woken-group", "60000");
+        try (TransactionSession session = session("woken");
+                TransactionalShareConsumer<String, String> worker = shareConsumer(group, 10)) {
+            worker.subscribe(List.of(input));
+            worker.bindTransactionSession(session);
+            SessionProducer<String, String> out = new SessionProducer<>(session, new StringSerializer(),
+                    new StringSerializer());
+            List<ConsumerRecord<String, String>> records = new ArrayList<>();
+            await().atMost(Duration.ofSeconds(60)).until(() -> {
+                worker.poll(Duration.ofMillis(200)).forEach(records::add);
+                return records.size() == inputs.size();
+            });
+            session.beginTransaction();
+            for (ConsumerRecord<String, String> r : records) {
+                out.send(new ProducerRecord<>(output, r.value(), r.value()));
+                worker.acknowledge(r, AcknowledgeType.ACCEPT);
+            }
+            session.commitTransaction();
+            worker.delegate().wakeup(); // as if it had raced past this consumer's own checks into the poll
+            assertThatThrownBy(() -> worker.poll(Duration.ofSeconds(5))).isInstanceOf(WakeupException.class);
+            // no further poll, no close
+            await().atMost(Duration.ofSeconds(20)).until(() -> everyRecordAcknowledged(group, input));
+        }
+        assertThat(outputCounts(output)).containsOnlyKeys(inputs).allSatisfy((k, n) -> assertThat(n).isEqualTo(1));
+    }
+
     /** A wakeup still ends a poll that is blocked waiting for records, from another thread, at once. */
     @Test
     void aWakeupEndsABlockedPoll() throws Exception {
