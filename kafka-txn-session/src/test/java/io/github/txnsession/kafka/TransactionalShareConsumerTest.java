@@ -16,6 +16,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
 import java.util.stream.Collectors;
 
 import io.github.txnsession.kafka.test.ChildJvm;
@@ -521,32 +522,8 @@ class TransactionalShareConsumerTest {
      */
     @Test
     void theAcknowledgementsOfACommitGoOutWithoutAnotherPoll() throws Exception {
-        String input = EmbeddedKafkaCluster.uniqueName("linger-in");
-        String output = EmbeddedKafkaCluster.uniqueName("linger-out");
-        kafka.cluster().createTopics(1, input, output);
-        List<String> inputs = produceInputs(input, 1, 3);
-        String group = shareGroup("linger-group", "60000");
-        try (TransactionSession session = session("linger");
-                TransactionalShareConsumer<String, String> worker = shareConsumer(group, 10)) {
-            worker.subscribe(List.of(input));
-            worker.bindTransactionSession(session);
-            SessionProducer<String, String> out = new SessionProducer<>(session, new StringSerializer(),
-                    new StringSerializer());
-            List<ConsumerRecord<String, String>> records = new ArrayList<>();
-            await().atMost(Duration.ofSeconds(60)).until(() -> {
-                worker.poll(Duration.ofMillis(200)).forEach(records::add);
-                return records.size() == inputs.size();
-            });
-            session.beginTransaction();
-            for (ConsumerRecord<String, String> r : records) {
-                out.send(new ProducerRecord<>(output, r.value(), r.value()));
-                worker.acknowledge(r, AcknowledgeType.ACCEPT);
-            }
-            session.commitTransaction();
-            // no poll, no close: only the linger check can send them (the lock lasts a minute)
-            await().atMost(Duration.ofSeconds(20)).until(() -> everyRecordAcknowledged(group, input));
-        }
-        assertThat(outputCounts(output)).containsOnlyKeys(inputs).allSatisfy((k, n) -> assertThat(n).isEqualTo(1));
+        // no poll, no close: only the linger check can send them (the lock lasts a minute)
+        commitThenStopPolling("linger", worker -> { });
     }
 
     /**
@@ -556,12 +533,25 @@ class TransactionalShareConsumerTest {
      */
     @Test
     void aPollWokenBeforeItFetchedStillSendsTheAcknowledgementsOfTheCommitBeforeIt() throws Exception {
-        String input = EmbeddedKafkaCluster.uniqueName("woken-in");
-        String output = EmbeddedKafkaCluster.uniqueName("woken-out");
+        commitThenStopPolling("woken", worker -> {
+            worker.delegate().wakeup(); // as if it had raced past this consumer's own checks into the poll
+            assertThatThrownBy(() -> worker.poll(Duration.ofSeconds(5))).isInstanceOf(WakeupException.class);
+        });
+    }
+
+    /**
+     * A worker without a ledger commits one transaction over three records, runs {@code afterCommit}, then neither
+     * polls nor closes: the group must see every record acknowledged (the lock lasts a minute, so no redelivery
+     * covers for a lost acknowledgement), and each record's output exactly once.
+     */
+    private void commitThenStopPolling(String prefix, Consumer<TransactionalShareConsumer<String, String>> afterCommit)
+            throws Exception {
+        String input = EmbeddedKafkaCluster.uniqueName(prefix + "-in");
+        String output = EmbeddedKafkaCluster.uniqueName(prefix + "-out");
         kafka.cluster().createTopics(1, input, output);
         List<String> inputs = produceInputs(input, 1, 3);
-        String group = shareGroup("woken-group", "60000");
-        try (TransactionSession session = session("woken");
+        String group = shareGroup(prefix + "-group", "60000");
+        try (TransactionSession session = session(prefix);
                 TransactionalShareConsumer<String, String> worker = shareConsumer(group, 10)) {
             worker.subscribe(List.of(input));
             worker.bindTransactionSession(session);
@@ -578,9 +568,7 @@ class TransactionalShareConsumerTest {
                 worker.acknowledge(r, AcknowledgeType.ACCEPT);
             }
             session.commitTransaction();
-            worker.delegate().wakeup(); // as if it had raced past this consumer's own checks into the poll
-            assertThatThrownBy(() -> worker.poll(Duration.ofSeconds(5))).isInstanceOf(WakeupException.class);
-            // no further poll, no close
+            afterCommit.accept(worker);
             await().atMost(Duration.ofSeconds(20)).until(() -> everyRecordAcknowledged(group, input));
         }
         assertThat(outputCounts(output)).containsOnlyKeys(inputs).allSatisfy((k, n) -> assertThat(n).isEqualTo(1));
