@@ -26,8 +26,8 @@ import org.slf4j.LoggerFactory;
 /**
  * The share consumer a {@link SessionShareKafkaListenerContainerFactory} container polls with: a
  * {@link TransactionalShareConsumer} over the application's consumer, so that a record's ACCEPT joins the record's
- * transaction (sent after the commit, with the container's next poll; with an outcome ledger, written into it) and the records' locks can be
- * renewed on the container's thread.
+ * transaction (sent after the commit, with the container's next poll or about 10 ms later; with an outcome ledger,
+ * written into it) and the records' locks can be renewed on the container's thread.
  *
  * <p>spring-kafka's container acknowledges each record itself after the listener returned (ACCEPT) or threw (its
  * recoverer's answer). The factory's listener has acknowledged the record inside its transaction already, or the

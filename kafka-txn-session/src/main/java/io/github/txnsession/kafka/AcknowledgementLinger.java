@@ -28,6 +28,9 @@ final class AcknowledgementLinger {
     /** how long the acknowledgements of a committed transaction wait for the next poll, at least */
     static final long DELAY_MS = 10;
 
+    /** {@link #DELAY_MS}, unless a test needs the checks out of the way */
+    private static volatile long delayMs = DELAY_MS;
+
     private static final Logger log = LoggerFactory.getLogger(AcknowledgementLinger.class);
 
     private AcknowledgementLinger() {
@@ -45,7 +48,15 @@ final class AcknowledgementLinger {
                 log.error("A check for the acknowledgements of a committed share-group transaction failed; the "
                         + "consumer's next poll, commit or close sends them", ex);
             }
-        }, DELAY_MS, TimeUnit.MILLISECONDS);
+        }, delayMs, TimeUnit.MILLISECONDS);
+    }
+
+    /**
+     * For tests: delays the checks scheduled from now on by {@code ms} instead of {@link #DELAY_MS}, so that a test
+     * can see what happens without them.
+     */
+    static void delayChecksForTests(long ms) {
+        delayMs = ms;
     }
 
     private static final class Holder {

@@ -101,6 +101,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private static final Duration RETAKE_TIMEOUT = Duration.ofSeconds(15);
     /** how long a lock renewal waits for the broker's answer; no answer: not renewed */
     private static final Duration RENEW_TIMEOUT = Duration.ofSeconds(10);
+    /** linger checks that may fail in a row before the acknowledgements are left to the next poll */
+    private static final int MAX_LINGER_FAILURES = 3;
 
     private final ShareConsumer<K, V> delegate;
     private final String groupId;
@@ -165,6 +167,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private boolean closed;
     /** the linger check is sending acknowledgements on its own thread; under {@link #access} */
     private boolean lingerCheckRunning;
+    /** what the last failed linger check caught, for the application's next poll to throw; under {@link #access} */
+    private @Nullable RuntimeException lingerFailure;
+    /** linger checks that failed in a row; under {@link #access} */
+    private int lingerFailures;
     /** acknowledgement results reported during a linger check, for the application's callback; under itself */
     private final List<Runnable> deferredCallbacks = new ArrayList<>();
 
@@ -450,6 +456,11 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         this.access.lock();
         try {
             runDeferredCallbacks();
+            RuntimeException lingered = this.lingerFailure;
+            if (lingered != null) {
+                this.lingerFailure = null; // (thrown once, as the wrapped consumer would have)
+                throw lingered;
+            }
             ConsumerRecords<K, V> stashed = null;
             synchronized (this.track) {
                 KafkaTransactionSession current = this.session;
@@ -978,13 +989,18 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         this.lingerCheckRunning = true;
         try {
             sendWaitingAcks();
+            this.lingerFailures = 0;
             return false;
         }
         catch (RuntimeException ex) {
-            log.error("Share group '{}': the acknowledgements of a committed transaction could not be sent ({}); the "
-                    + "next poll, commit or close sends them (records whose lock expires first are delivered again: "
-                    + "duplicates of committed output)", this.groupId, ex.toString());
-            return false;
+            // the wrapped consumer reports an error once: the application's next poll throws it
+            this.lingerFailure = ex;
+            boolean again = ++this.lingerFailures < MAX_LINGER_FAILURES;
+            log.error("Share group '{}': the acknowledgements of a committed transaction could not be sent ({}); {}",
+                    this.groupId, ex.toString(), again ? "trying again"
+                            : "the next poll, commit or close sends them (records whose lock expires first are "
+                                    + "delivered again: duplicates of committed output)");
+            return again;
         }
         finally {
             this.lingerCheckRunning = false;
@@ -1245,7 +1261,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             return decided;
         }
 
-        /** The transaction committed: send its acknowledgements now (the window the class description names). */
+        /**
+         * The transaction committed: hand its acknowledgements to the wrapped consumer (the window the class
+         * description names), for the next poll to take along; with a ledger, send them now and wait for the answer.
+         */
         @Override
         public void afterCommit(TransactionSession s) {
             entryEnded(true);
@@ -1263,12 +1282,20 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     TransactionalShareConsumer.this.outgoing.putAll(TransactionalShareConsumer.this.buffered);
                     TransactionalShareConsumer.this.buffered.clear();
                     boolean withLedger = TransactionalShareConsumer.this.ledger != null;
-                    Set<TopicIdPartition> failed = flushOutgoing(withLedger);
+                    Set<TopicIdPartition> failed;
                     if (!withLedger) {
                         // they ride on the next poll's fetch, or a moment later in a request of their own (the
-                        // ledger needs the broker's answer, so it waits for it above)
+                        // ledger needs the broker's answer, so it waits for it in the flush)
                         TransactionalShareConsumer.this.acksWaitForPoll = true;
-                        AcknowledgementLinger.schedule(TransactionalShareConsumer.this::sendLingeringAcks);
+                    }
+                    try {
+                        failed = flushOutgoing(withLedger);
+                    }
+                    finally {
+                        if (!withLedger) {
+                            // (also when the flush failed after handing some of them over)
+                            AcknowledgementLinger.schedule(TransactionalShareConsumer.this::sendLingeringAcks);
+                        }
                     }
                     confirmed(sent, failed);
                     if (!failed.isEmpty()) {
@@ -1462,7 +1489,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
      * and passes every result on to {@code callback}. Like the wrapped consumer, it calls back from within this
      * consumer's calls, on the thread that made them: results reported while a background check sent the
      * acknowledgements of a committed transaction (no poll took them along) reach {@code callback} at the next poll or
-     * close.
+     * close. As with Kafka's consumer, {@code callback} must not call this consumer.
      */
     @Override
     public void setAcknowledgementCommitCallback(AcknowledgementCommitCallback callback) {
@@ -1487,8 +1514,12 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             }
             return;
         }
-        runDeferredCallbacks();
-        user.onComplete(offsets, failure);
+        try {
+            runDeferredCallbacks();
+        }
+        finally {
+            user.onComplete(offsets, failure);
+        }
     }
 
     /** Passes on results reported during a linger check, in their order. */
@@ -1501,7 +1532,23 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             due = new ArrayList<>(this.deferredCallbacks);
             this.deferredCallbacks.clear();
         }
-        due.forEach(Runnable::run);
+        RuntimeException first = null;
+        for (Runnable callback : due) {
+            try {
+                callback.run();
+            }
+            catch (RuntimeException ex) {
+                if (first == null) {
+                    first = ex;
+                }
+                else {
+                    first.addSuppressed(ex);
+                }
+            }
+        }
+        if (first != null) {
+            throw first;
+        }
     }
 
     @Override
@@ -1596,7 +1643,13 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 this.delegate.close(timeout);
             }
             finally {
-                runDeferredCallbacks();
+                try {
+                    runDeferredCallbacks();
+                }
+                catch (RuntimeException ex) {
+                    log.warn("Share consumer of group '{}': the acknowledgement callback threw while closing",
+                            this.groupId, ex);
+                }
             }
         });
     }
