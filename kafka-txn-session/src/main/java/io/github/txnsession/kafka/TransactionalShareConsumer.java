@@ -14,6 +14,7 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Supplier;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.consumer.AcknowledgeType;
@@ -53,10 +54,10 @@ import org.slf4j.LoggerFactory;
  * wrapped consumer and ride on the fetch of the next {@link #poll} (as a plain share consumer's explicit
  * acknowledgements do: one request per transaction less); if no poll has taken them along after 10 ms, a background
  * check sends them in a request of their own ({@code commitAsync}; results the application's acknowledgement callback
- * should get then reach it at the next poll, on the application's thread). With an {@link #useOutcomeLedger outcome ledger} the
- * commit sends them at once and waits for the answer ({@code commitSync}), from which the ledger learns which records
- * it can forget. After an abort they are dropped and
- * every record this consumer holds is RELEASEd, so the group delivers it again at once (its delivery count goes up
+ * should get then reach it at the next poll, on the application's thread). With an
+ * {@link #useOutcomeLedger outcome ledger} the commit sends them at once and waits for the answer ({@code commitSync}),
+ * from which the ledger learns which records it can forget. After an abort they are dropped and every record this
+ * consumer holds is RELEASEd, so the group delivers it again at once (its delivery count goes up
  * by one), unless {@link #setRetainRecordsOnAbort retained}. When the outcome is unknown (a commit that may have
  * happened), the records are always released.</li>
  * <li>{@code acknowledge(record, RENEW)} is sent at once: it extends the record's acquisition lock.
@@ -80,7 +81,8 @@ import org.slf4j.LoggerFactory;
  * key ({@link TransactionSession#transactionalShareAcksAvailable()} checks). So the acknowledgements are sent after
  * the Kafka commit succeeds (with the next poll, or from a background check about 10 ms later). If the process dies,
  * or the acknowledgement fails, in between, the records stay acquired until their lock expires and are then delivered
- * again although their output is committed: <b>at most one duplicate per record of that transaction</b>. Never a loss: an output that was not committed is never acknowledged.
+ * again although their output is committed: <b>at most one duplicate per record of that transaction</b>. Never a loss:
+ * an output that was not committed is never acknowledged.
  * {@link #useOutcomeLedger(ShareOutcomeLedger)} closes this window: the outcome is recorded in the transaction, and a
  * redelivered record whose outcome committed is acknowledged instead of returned (see {@link ShareOutcomeLedger} for
  * what it covers). Without a ledger, consumers of the output that must not see the duplicate can drop it by the
@@ -734,8 +736,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 this.sentUnanswered.clear(); // (acknowledgements going out with a renewal are not counted)
                 Map<TopicIdPartition, Optional<KafkaException>> result;
                 try {
-                    this.acksWaitForPoll = false;
-                    result = this.delegate.commitSync(RENEW_TIMEOUT);
+                    result = sendingWaitingAcks(() -> this.delegate.commitSync(RENEW_TIMEOUT));
                 }
                 catch (WakeupException ex) {
                     // a wakeup that raced into this call: the renewals went out, their answer is lost. A renewed
@@ -844,8 +845,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             this.sentUnanswered.clear();
             ConsumerRecords<K, V> records;
             try {
-                this.acksWaitForPoll = false;
-                records = this.delegate.poll(Duration.ofMillis(100));
+                records = sendingWaitingAcks(() -> this.delegate.poll(Duration.ofMillis(100)));
             }
             catch (WakeupException ex) {
                 passOnWakeup(); // (a wakeup that reached the wrapped consumer after the application's poll returned)
@@ -933,8 +933,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private Set<TopicIdPartition> commitSync0() {
         Map<TopicIdPartition, Optional<KafkaException>> result;
         try {
-            this.acksWaitForPoll = false;
-            result = this.delegate.commitSync();
+            result = sendingWaitingAcks(this.delegate::commitSync);
         }
         catch (WakeupException ex) {
             // the acknowledgements went out before the wait was woken (kafka-clients queues them first); only the
@@ -961,6 +960,26 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         }
         this.sentUnanswered.clear();
         return failed;
+    }
+
+    /**
+     * Runs a call of the wrapped consumer that sends what was handed to it (a commit, or a poll of this class's own):
+     * the acknowledgements of a committed transaction no longer wait. If the call fails (it may have failed before it
+     * sent them), they count as waiting again and a linger check is scheduled. Caller holds {@link #access}.
+     */
+    private <T> T sendingWaitingAcks(Supplier<T> call) {
+        boolean waited = this.acksWaitForPoll;
+        this.acksWaitForPoll = false;
+        try {
+            return call.get();
+        }
+        catch (RuntimeException ex) {
+            if (waited) {
+                this.acksWaitForPoll = true; // (a request of their own sends nothing if the call took them along)
+                AcknowledgementLinger.schedule(this::sendLingeringAcks);
+            }
+            throw ex;
+        }
     }
 
     /**
@@ -1456,8 +1475,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 }
             }
             this.sentUnanswered.clear(); // (the application's call: its answer is the application's)
-            this.acksWaitForPoll = false;
-            return timeout == null ? this.delegate.commitSync() : this.delegate.commitSync(timeout);
+            return sendingWaitingAcks(() -> timeout == null ? this.delegate.commitSync()
+                    : this.delegate.commitSync(timeout));
         }
         finally {
             this.access.unlock();
@@ -1475,8 +1494,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 }
             }
             this.sentUnanswered.clear();
-            this.acksWaitForPoll = false;
-            this.delegate.commitAsync();
+            sendingWaitingAcks(() -> {
+                this.delegate.commitAsync();
+                return null;
+            });
         }
         finally {
             this.access.unlock();
