@@ -1,5 +1,8 @@
 package io.github.txnsession.kafka;
 
+import java.lang.reflect.InvocationHandler;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -16,6 +19,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BiFunction;
 import java.util.function.Consumer;
 import java.util.stream.Collectors;
 
@@ -28,11 +32,14 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.consumer.ShareConsumer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -546,19 +553,141 @@ class TransactionalShareConsumerTest {
     }
 
     /**
-     * A worker without a ledger commits one transaction over three records, runs {@code afterCommit}, then neither
-     * polls nor closes: the group must see every record acknowledged (the lock lasts a minute, so no redelivery
-     * covers for a lost acknowledgement), and each record's output exactly once.
+     * The linger check's request fails twice (the wrapped consumer's {@code commitAsync} throws before sending): the
+     * check tries again and the acknowledgements still reach the broker without another poll; the failure is not
+     * swallowed: the next poll throws it, once.
      */
+    @Test
+    void aLingerCheckThatFailsTriesAgain() throws Exception {
+        FaultyCalls faults = new FaultyCalls("commitAsync", 2);
+        commitThenStopPolling("linger-retry", faults::wrap, worker -> {
+            await().atMost(Duration.ofSeconds(20)).until(() -> everyRecordAcknowledged(worker.groupId(), faults));
+            assertThat(faults.calls.get()).isEqualTo(3);
+            assertThatThrownBy(() -> worker.poll(Duration.ofMillis(100))).isSameAs(faults.lastThrown);
+            assertThat(worker.poll(Duration.ofMillis(100))).isEmpty();
+        });
+    }
+
+    /**
+     * The linger check's request fails every time: after three tries the check gives up (no busy loop), the next poll
+     * throws the failure, and the poll after it takes the acknowledgements along.
+     */
+    @Test
+    void afterThreeFailedLingerChecksThePollsSendTheAcknowledgements() throws Exception {
+        FaultyCalls faults = new FaultyCalls("commitAsync", Integer.MAX_VALUE);
+        commitThenStopPolling("linger-gives-up", faults::wrap, worker -> {
+            await().atMost(Duration.ofSeconds(20)).until(() -> faults.calls.get() >= 3);
+            await().during(Duration.ofMillis(300)).atMost(Duration.ofSeconds(2)).until(() -> faults.calls.get() == 3);
+            assertThat(everyRecordAcknowledged(worker.groupId(), faults)).isFalse();
+            faults.heal();
+            assertThatThrownBy(() -> worker.poll(Duration.ofMillis(100))).isSameAs(faults.lastThrown);
+            worker.poll(Duration.ofMillis(100));
+        });
+    }
+
+    /**
+     * The application's own {@code commitSync} after a commit fails before it sent anything: the acknowledgements
+     * count as waiting again and a linger check sends them, with no further call of the application. (The commit's
+     * own check is moved out of the way, so that only the one the failed call schedules can send them.)
+     */
+    @Test
+    void aFailedCommitSyncLeavesTheAcknowledgementsToTheLingerCheck() throws Exception {
+        FaultyCalls faults = new FaultyCalls("commitSync", 1);
+        AcknowledgementLinger.delayChecksForTests(TimeUnit.MINUTES.toMillis(10));
+        try {
+            commitThenStopPolling("commit-sync-fails", faults::wrap, worker -> {
+                AcknowledgementLinger.delayChecksForTests(AcknowledgementLinger.DELAY_MS);
+                assertThatThrownBy(worker::commitSync).isSameAs(faults.lastThrown);
+                assertThat(faults.calls.get()).isEqualTo(1);
+            });
+        }
+        finally {
+            AcknowledgementLinger.delayChecksForTests(AcknowledgementLinger.DELAY_MS);
+        }
+    }
+
+    private static boolean everyRecordAcknowledged(String group, FaultyCalls faults) {
+        try {
+            return everyRecordAcknowledged(group, faults.topic);
+        }
+        catch (Exception ex) {
+            throw new AssertionError("could not read the share group's offsets", ex);
+        }
+    }
+
+    /**
+     * Wraps a real share consumer so that its calls of one method throw (before reaching it) the first
+     * {@code failures} times; the other calls go through unchanged.
+     */
+    private static final class FaultyCalls {
+
+        private final String method;
+        private final AtomicInteger failuresLeft;
+        final AtomicInteger calls = new AtomicInteger();
+        volatile @Nullable RuntimeException lastThrown;
+        volatile String topic = "";
+
+        FaultyCalls(String method, int failures) {
+            this.method = method;
+            this.failuresLeft = new AtomicInteger(failures);
+        }
+
+        void heal() {
+            this.failuresLeft.set(0);
+        }
+
+        @SuppressWarnings("unchecked")
+        ShareConsumer<String, String> wrap(ShareConsumer<String, String> real, String input) {
+            this.topic = input;
+            InvocationHandler handler = (proxy, called, args) -> {
+                if (called.getName().equals(this.method)) {
+                    this.calls.incrementAndGet();
+                    if (this.failuresLeft.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+                        RuntimeException injected = new KafkaException("injected failure of " + this.method);
+                        this.lastThrown = injected;
+                        throw injected;
+                    }
+                }
+                try {
+                    return called.invoke(real, args);
+                }
+                catch (InvocationTargetException ex) {
+                    throw ex.getCause();
+                }
+            };
+            return (ShareConsumer<String, String>) Proxy.newProxyInstance(ShareConsumer.class.getClassLoader(),
+                    new Class<?>[] { ShareConsumer.class }, handler);
+        }
+    }
+
     private void commitThenStopPolling(String prefix, Consumer<TransactionalShareConsumer<String, String>> afterCommit)
             throws Exception {
+        commitThenStopPolling(prefix, (real, input) -> real, afterCommit);
+    }
+
+    /**
+     * A worker without a ledger commits one transaction over three records, runs {@code afterCommit}, then neither
+     * polls nor closes: the group must see every record acknowledged (the lock lasts a minute, so no redelivery
+     * covers for a lost acknowledgement), and each record's output exactly once. {@code wrap} gets the real share
+     * consumer and the input topic, and returns what the worker wraps.
+     */
+    private void commitThenStopPolling(String prefix,
+            BiFunction<ShareConsumer<String, String>, String, ShareConsumer<String, String>> wrap,
+            Consumer<TransactionalShareConsumer<String, String>> afterCommit) throws Exception {
         String input = EmbeddedKafkaCluster.uniqueName(prefix + "-in");
         String output = EmbeddedKafkaCluster.uniqueName(prefix + "-out");
         kafka.cluster().createTopics(1, input, output);
         List<String> inputs = produceInputs(input, 1, 3);
         String group = shareGroup(prefix + "-group", "60000");
+        Map<String, Object> configs = shareConsumerConfigs(kafka.cluster(), group);
+        configs.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 10);
+        configs.put(ConsumerConfig.SHARE_ACQUIRE_MODE_CONFIG, "record_limit");
+        configs.put(TransactionalShareConsumer.ACKNOWLEDGEMENT_MODE_CONFIG, "explicit");
+        ShareConsumer<String, String> real = new KafkaShareConsumer<>(configs, new StringDeserializer(),
+                new StringDeserializer());
         try (TransactionSession session = session(prefix);
-                TransactionalShareConsumer<String, String> worker = shareConsumer(group, 10)) {
+                TransactionalShareConsumer<String, String> worker = new TransactionalShareConsumer<>(
+                        wrap.apply(real, input), configs)) {
             worker.subscribe(List.of(input));
             worker.bindTransactionSession(session);
             SessionProducer<String, String> out = new SessionProducer<>(session, new StringSerializer(),
