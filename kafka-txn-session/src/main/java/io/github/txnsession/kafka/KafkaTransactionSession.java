@@ -351,10 +351,10 @@ final class KafkaTransactionSession implements TransactionSession {
 
     /** @param byEpoch whether the coordinator may be asked while the flush runs (see confirmedWhileFlushing) */
     private PreparedTransaction prepare(boolean byEpoch) {
-        Lock write = lockForLifecycle(SessionOperation.PREPARE);
+        String call = byEpoch ? "prepareTransactionByEpoch()" : SessionOperation.PREPARE.call();
+        Lock write = lockForLifecycle(SessionOperation.PREPARE, call);
         try {
-            checkAllowed(SessionOperation.PREPARE);
-            String call = byEpoch ? "prepareTransactionByEpoch()" : "prepareTransaction()";
+            checkAllowed(SessionOperation.PREPARE, call);
             CoordinatorClient.@Nullable DescribeInFlight look;
             boolean recordsOnTheirWay;
             long flushNanos;
@@ -367,7 +367,7 @@ final class KafkaTransactionSession implements TransactionSession {
                 flushNanos = System.nanoTime() - flushStart;
             }
             catch (RuntimeException ex) {
-                throw failed(SessionOperation.PREPARE, SessionState.IN_TRANSACTION, ex);
+                throw failed(SessionOperation.PREPARE, call, SessionState.IN_TRANSACTION, ex);
             }
             Exception failedSend = this.sendFailure.get();
             if (failedSend != null) {
@@ -802,10 +802,15 @@ final class KafkaTransactionSession implements TransactionSession {
      * the outcome is unknown, as the commit may have landed first), everything else to ABORTABLE_ERROR.
      */
     private RuntimeException failed(SessionOperation operation, SessionState from, RuntimeException ex) {
+        return failed(operation, operation.call(), from, ex);
+    }
+
+    /** @param call the call as the user wrote it, one of {@code operation}'s forms, for messages */
+    private RuntimeException failed(SessionOperation operation, String call, SessionState from,
+            RuntimeException ex) {
         if (ex instanceof TransactionSessionException tse) {
             return tse; // raised by a participant or by a coordinator check, which moved the state already
         }
-        String call = operation.call();
         if (isTimeout(ex)) {
             restore(from);
             return ex instanceof InterruptException ? ex : new SessionTimeoutException(this.transactionalId, call, ex);
@@ -944,7 +949,7 @@ final class KafkaTransactionSession implements TransactionSession {
 
     @Override
     public void heartbeat() {
-        checkNotInsideSend(SessionOperation.HEARTBEAT);
+        checkNotInsideSend(SessionOperation.HEARTBEAT.call());
         checkAllowed(SessionOperation.HEARTBEAT);
         long gen = this.generation;
         TransactionSessionException failure = isResumed() ? resumedHeartbeat() : liveHeartbeat();
@@ -1096,7 +1101,7 @@ final class KafkaTransactionSession implements TransactionSession {
 
     private void close(Duration timeout, boolean settle) {
         Objects.requireNonNull(timeout, "timeout");
-        checkNotInsideSend(SessionOperation.CLOSE);
+        checkNotInsideSend(SessionOperation.CLOSE.call());
         if (!this.closeStarted.compareAndSet(false, true)) {
             awaitClosed(timeout);
             return;
@@ -1526,7 +1531,12 @@ final class KafkaTransactionSession implements TransactionSession {
      * send could not report.
      */
     private Lock lockForLifecycle(SessionOperation operation) {
-        checkNotInsideSend(operation);
+        return lockForLifecycle(operation, operation.call());
+    }
+
+    /** @param call the call as the user wrote it, one of {@code operation}'s forms, for messages */
+    private Lock lockForLifecycle(SessionOperation operation, String call) {
+        checkNotInsideSend(call);
         Lock write = this.lock.writeLock();
         write.lock();
         if (this.participantsOwedAbort) {
@@ -1536,15 +1546,15 @@ final class KafkaTransactionSession implements TransactionSession {
         return write;
     }
 
-    private void checkNotInsideSend(SessionOperation operation) {
+    private void checkNotInsideSend(String call) {
         if (this.lock.getReadHoldCount() > 0) {
-            throw new IllegalStateException("Transaction session '" + this.transactionalId + "': " + operation.call()
+            throw new IllegalStateException("Transaction session '" + this.transactionalId + "': " + call
                     + " was called from inside a send on the same thread (a send callback that kafka-clients ran "
                     + "synchronously, or a participant); it would wait for itself. Call it after send() returns, or "
                     + "from another thread.");
         }
         if (onProducerIoThread()) {
-            throw new IllegalStateException("Transaction session '" + this.transactionalId + "': " + operation.call()
+            throw new IllegalStateException("Transaction session '" + this.transactionalId + "': " + call
                     + " was called from the producer's I/O thread (a send callback); the call needs that thread "
                     + "and would wait for itself. Hand the call to another thread.");
         }
@@ -1597,6 +1607,11 @@ final class KafkaTransactionSession implements TransactionSession {
      * {@link IllegalStateException}.
      */
     private void checkAllowed(SessionOperation operation) {
+        checkAllowed(operation, operation.call());
+    }
+
+    /** @param call the call as the user wrote it, one of {@code operation}'s forms, for messages */
+    private void checkAllowed(SessionOperation operation, String call) {
         SessionState now = this.state;
         if (now == SessionState.ABORTABLE_ERROR && operation != SessionOperation.BEGIN
                 && operation != SessionOperation.INITIALIZE
@@ -1605,11 +1620,11 @@ final class KafkaTransactionSession implements TransactionSession {
             if (cause == null) {
                 cause = this.sendFailure.get();
             }
-            throw new SessionAbortableException(this.transactionalId, operation.call() + " is not allowed in state "
+            throw new SessionAbortableException(this.transactionalId, call + " is not allowed in state "
                     + now + ": the transaction failed earlier" + (cause == null ? "" : " (" + cause + ")")
                     + " and can only be aborted.", cause);
         }
-        SessionStateMachine.check(this.transactionalId, now, operation);
+        SessionStateMachine.check(this.transactionalId, now, operation, call);
     }
 
     /** Moves to ABORTABLE_ERROR and keeps {@code cause} as the transaction's first failure. */
@@ -1663,7 +1678,7 @@ final class KafkaTransactionSession implements TransactionSession {
         if (this.state == SessionState.CLOSED) {
             throw new IllegalStateException(
                     SessionStateMachine.describeIllegal(this.transactionalId, SessionState.CLOSED,
-                            SessionOperation.SEND).replace(SessionOperation.SEND.call(), call));
+                            SessionOperation.SEND, call));
         }
     }
 

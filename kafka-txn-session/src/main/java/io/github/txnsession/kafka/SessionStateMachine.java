@@ -102,8 +102,16 @@ final class SessionStateMachine {
      * @throws IllegalStateException naming the state and the calls allowed in it, if {@code operation} is illegal
      */
     static void check(String transactionalId, SessionState state, SessionOperation operation) {
+        check(transactionalId, state, operation, operation.call());
+    }
+
+    /**
+     * {@link #check(String, SessionState, SessionOperation)} for a call that is one of {@code operation}'s forms
+     * ({@code prepareTransactionByEpoch()} is a PREPARE): the message names {@code call}.
+     */
+    static void check(String transactionalId, SessionState state, SessionOperation operation, String call) {
         if (!isAllowed(state, operation)) {
-            throw new IllegalStateException(describeIllegal(transactionalId, state, operation));
+            throw new IllegalStateException(describeIllegal(transactionalId, state, operation, call));
         }
     }
 
@@ -118,6 +126,12 @@ final class SessionStateMachine {
     }
 
     static String describeIllegal(String transactionalId, SessionState state, SessionOperation operation) {
+        return describeIllegal(transactionalId, state, operation, operation.call());
+    }
+
+    /** @param call the call as the user wrote it, one of {@code operation}'s forms */
+    static String describeIllegal(String transactionalId, SessionState state, SessionOperation operation,
+            String call) {
         String allowed = ALLOWED.get(state).stream().map(SessionOperation::call).collect(Collectors.joining(", "));
         String hint = switch (state) {
             case UNINITIALIZED -> " Call initialize() first.";
@@ -128,7 +142,7 @@ final class SessionStateMachine {
             case CLOSED -> " The session is closed; create a new one.";
             default -> "";
         };
-        return "Transaction session '" + transactionalId + "' is in state " + state + ": " + operation.call()
+        return "Transaction session '" + transactionalId + "' is in state " + state + ": " + call
                 + " is not allowed. Allowed in " + state + ": " + allowed + "." + hint;
     }
 }

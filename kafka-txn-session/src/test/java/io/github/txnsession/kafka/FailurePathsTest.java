@@ -234,7 +234,8 @@ class FailurePathsTest {
             producer.send(new ProducerRecord<>(out, "k", "zombie"));
             try (TransactionSession successor = session(txnId)) {
                 // initialized: the coordinator moved the id to a new epoch before the zombie's records left it
-                assertThatThrownBy(session::prepareTransactionByEpoch).isInstanceOf(TransactionSessionException.class);
+                assertThatThrownBy(session::prepareTransactionByEpoch).isInstanceOf(TransactionSessionException.class)
+                    .hasMessageContaining("prepareTransactionByEpoch()");
                 assertThat(session.state()).isIn(SessionState.FATAL_ERROR, SessionState.ABORTABLE_ERROR);
                 SessionProducer<String, String> next = producer(successor);
                 successor.beginTransaction();
@@ -260,8 +261,12 @@ class FailurePathsTest {
             await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(100))
                 .until(() -> coordinatorState(txnId) == TransactionState.COMPLETE_ABORT);
             producer.send(new ProducerRecord<>(out, "k", "later")); // still in the producer when the look goes out
-            assertThatThrownBy(session::prepareTransactionByEpoch).isInstanceOf(TransactionSessionException.class);
+            assertThatThrownBy(session::prepareTransactionByEpoch).isInstanceOf(TransactionSessionException.class)
+                .hasMessageContaining("prepareTransactionByEpoch()");
             assertThat(session.state()).isIn(SessionState.ABORTABLE_ERROR, SessionState.FATAL_ERROR);
+            // the session's own refusals name the call the application made too
+            assertThatThrownBy(session::prepareTransactionByEpoch)
+                .hasMessageContaining("prepareTransactionByEpoch() is not allowed in state");
         }
         assertThat(readCommitted(cluster(), out)).isEmpty();
     }

@@ -45,6 +45,15 @@ class SessionStateMachineTest {
     }
 
     @Test
+    void anIllegalCallIsNamedAsTheApplicationMadeIt() {
+        assertThatIllegalStateException()
+            .isThrownBy(() -> SessionStateMachine.check("tx-1", SessionState.READY, SessionOperation.PREPARE,
+                    "prepareTransactionByEpoch()"))
+            .withMessageContaining("prepareTransactionByEpoch() is not allowed")
+            .withMessageContaining("Call beginTransaction() first");
+    }
+
+    @Test
     void illegalMoveIsRejected() {
         assertThatIllegalStateException()
             .isThrownBy(() -> SessionStateMachine.checkMove("tx-1", SessionState.READY, SessionState.PREPARED))
