@@ -11,6 +11,7 @@ import java.util.stream.Collectors;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -74,6 +75,22 @@ final class TestClients {
         configs.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
         configs.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class);
         return configs;
+    }
+
+    /** Whether the share group acknowledged (or archived) every record of {@code topic}. */
+    static boolean everyRecordAcknowledged(EmbeddedKafkaCluster kafka, String group, String topic) throws Exception {
+        var starts = kafka.admin()
+            .listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec()))
+            .partitionsToOffsetInfo(group).get();
+        Map<TopicPartition, Long> next = new HashMap<>();
+        for (ConsumerRecord<String, String> r : readCommitted(kafka, topic)) {
+            next.merge(new TopicPartition(r.topic(), r.partition()), r.offset() + 1, Math::max);
+        }
+        return next.entrySet().stream().allMatch(e -> {
+            var info = starts.get(e.getKey());
+            // the persisted start offset may lag behind the last acknowledgements; the lag does not
+            return info != null && (info.startOffset() >= e.getValue() || info.lag().orElse(-1L) == 0);
+        });
     }
 
     /** Sets share-group configs with Admin (e.g. share.auto.offset.reset=earliest, which DESIGN §5 needs). */

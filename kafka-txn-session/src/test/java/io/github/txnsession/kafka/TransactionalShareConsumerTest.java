@@ -26,7 +26,6 @@ import java.util.stream.Collectors;
 import io.github.txnsession.kafka.test.ChildJvm;
 import io.github.txnsession.kafka.test.EmbeddedKafkaCluster;
 import io.github.txnsession.kafka.test.KafkaClusterExtension;
-import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -35,7 +34,6 @@ import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.consumer.ShareConsumer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
-import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -806,20 +804,8 @@ class TransactionalShareConsumerTest {
         return new CrashRun(counts, crashed, processed);
     }
 
-    /** Whether the share group acknowledged (or archived) every record of {@code topic}. */
     private static boolean everyRecordAcknowledged(String group, String topic) throws Exception {
-        var starts = kafka.cluster().admin()
-            .listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec()))
-            .partitionsToOffsetInfo(group).get();
-        Map<TopicPartition, Long> next = new HashMap<>();
-        for (ConsumerRecord<String, String> r : readCommitted(kafka.cluster(), topic)) {
-            next.merge(new TopicPartition(r.topic(), r.partition()), r.offset() + 1, Math::max);
-        }
-        return next.entrySet().stream().allMatch(e -> {
-            var info = starts.get(e.getKey());
-            // the persisted start offset may lag behind the last acknowledgements; the lag does not
-            return info != null && (info.startOffset() >= e.getValue() || info.lag().orElse(-1L) == 0);
-        });
+        return TestClients.everyRecordAcknowledged(kafka.cluster(), group, topic);
     }
 
     @Test
