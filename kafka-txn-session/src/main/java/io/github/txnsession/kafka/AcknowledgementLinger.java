@@ -59,6 +59,12 @@ final class AcknowledgementLinger {
         delayMs = ms;
     }
 
+    /** For tests: drops the checks not run yet and goes back to {@link #DELAY_MS}. */
+    static void resetForTests() {
+        Holder.TIMER.getQueue().clear();
+        delayMs = DELAY_MS;
+    }
+
     private static final class Holder {
         static final ScheduledThreadPoolExecutor TIMER = timer();
 

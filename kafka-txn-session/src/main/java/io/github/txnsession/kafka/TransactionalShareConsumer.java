@@ -14,7 +14,6 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.ReentrantLock;
-import java.util.function.Supplier;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.consumer.AcknowledgeType;
@@ -103,8 +102,6 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private static final Duration RETAKE_TIMEOUT = Duration.ofSeconds(15);
     /** how long a lock renewal waits for the broker's answer; no answer: not renewed */
     private static final Duration RENEW_TIMEOUT = Duration.ofSeconds(10);
-    /** linger checks that may fail in a row before the acknowledgements are left to the next poll */
-    private static final int MAX_LINGER_FAILURES = 3;
 
     private final ShareConsumer<K, V> delegate;
     private final String groupId;
@@ -160,21 +157,8 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private volatile @Nullable AcknowledgementCommitCallback userAckCallback;
     /** whether an abort keeps the records this consumer holds rather than releasing them */
     private volatile boolean retainOnAbort;
-    /**
-     * acknowledgements of a committed transaction were handed to the wrapped consumer and no call that sends them
-     * (poll, commit, close) has run since; under {@link #access}
-     */
-    private volatile boolean acksWaitForPoll;
-    /** {@link #close} ran: the linger check must not touch the wrapped consumer any more; under {@link #access} */
-    private boolean closed;
-    /** the linger check is sending acknowledgements on its own thread; under {@link #access} */
-    private boolean lingerCheckRunning;
-    /** what the last failed linger check caught, for the application's next poll to throw; under {@link #access} */
-    private @Nullable RuntimeException lingerFailure;
-    /** linger checks that failed in a row; under {@link #access} */
-    private int lingerFailures;
-    /** acknowledgement results reported during a linger check, for the application's callback; under itself */
-    private final List<Runnable> deferredCallbacks = new ArrayList<>();
+    /** acknowledgements handed to the wrapped consumer that wait for a call of it that sends them */
+    private final WaitingAcknowledgements waiting;
 
     /**
      * Creates a {@link KafkaShareConsumer} in explicit acknowledgement mode.
@@ -219,6 +203,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         this.groupId = groupId(delegateConfigs);
         Object acquire = delegateConfigs.get(ConsumerConfig.SHARE_ACQUIRE_MODE_CONFIG);
         this.acquireMode = acquire == null ? null : acquire.toString();
+        this.waiting = new WaitingAcknowledgements(this.delegate, this.access, this.groupId);
         this.delegate.setAcknowledgementCommitCallback(this::acknowledged);
     }
 
@@ -457,12 +442,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         }
         this.access.lock();
         try {
-            runDeferredCallbacks();
-            RuntimeException lingered = this.lingerFailure;
-            if (lingered != null) {
-                this.lingerFailure = null; // (thrown once, as the wrapped consumer would have)
-                throw lingered;
-            }
+            this.waiting.beforePoll();
             ConsumerRecords<K, V> stashed = null;
             synchronized (this.track) {
                 KafkaTransactionSession current = this.session;
@@ -482,7 +462,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 }
                 if (!this.stash.isEmpty() || this.wakeupRequested.get()) {
                     // this poll does not fetch: the acknowledgements of committed transactions go out now
-                    sendWaitingAcks();
+                    this.waiting.send();
                 }
                 throwIfWakeupRequested();
                 if (!this.stash.isEmpty()) {
@@ -736,7 +716,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 this.sentUnanswered.clear(); // (acknowledgements going out with a renewal are not counted)
                 Map<TopicIdPartition, Optional<KafkaException>> result;
                 try {
-                    result = sendingWaitingAcks(() -> this.delegate.commitSync(RENEW_TIMEOUT));
+                    result = this.waiting.sending(() -> this.delegate.commitSync(RENEW_TIMEOUT));
                 }
                 catch (WakeupException ex) {
                     // a wakeup that raced into this call: the renewals went out, their answer is lost. A renewed
@@ -845,7 +825,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             this.sentUnanswered.clear();
             ConsumerRecords<K, V> records;
             try {
-                records = sendingWaitingAcks(() -> this.delegate.poll(Duration.ofMillis(100)));
+                records = this.waiting.sending(() -> this.delegate.poll(Duration.ofMillis(100)));
             }
             catch (WakeupException ex) {
                 passOnWakeup(); // (a wakeup that reached the wrapped consumer after the application's poll returned)
@@ -909,6 +889,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     }
 
     private void sendInFlight() {
+        boolean handedOver = false;
         for (var it = this.outgoing.entrySet().iterator(); it.hasNext();) {
             Map.Entry<ShareRecordId, AcknowledgeType> e = it.next();
             ConsumerRecord<K, V> record = this.held.get(e.getKey());
@@ -918,6 +899,10 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             }
             else if (!this.renewed.contains(e.getKey())) {
                 this.delegate.acknowledge(record, e.getValue());
+                if (!handedOver) {
+                    handedOver = true;
+                    this.waiting.handedOver(); // (the calls that send them, or a check, take them from here)
+                }
                 this.sentUnanswered.add(e.getKey());
                 this.held.remove(e.getKey());
                 this.heldSince.remove(e.getKey());
@@ -933,7 +918,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     private Set<TopicIdPartition> commitSync0() {
         Map<TopicIdPartition, Optional<KafkaException>> result;
         try {
-            result = sendingWaitingAcks(this.delegate::commitSync);
+            result = this.waiting.sending(this.delegate::commitSync);
         }
         catch (WakeupException ex) {
             // the acknowledgements went out before the wait was woken (kafka-clients queues them first); only the
@@ -963,71 +948,6 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
     }
 
     /**
-     * Runs a call of the wrapped consumer that sends what was handed to it (a commit, or a poll of this class's own):
-     * the acknowledgements of a committed transaction no longer wait. If the call fails (it may have failed before it
-     * sent them), they count as waiting again and a linger check is scheduled. Caller holds {@link #access}.
-     */
-    private <T> T sendingWaitingAcks(Supplier<T> call) {
-        boolean waited = this.acksWaitForPoll;
-        this.acksWaitForPoll = false;
-        try {
-            return call.get();
-        }
-        catch (RuntimeException ex) {
-            if (waited) {
-                this.acksWaitForPoll = true; // (a request of their own sends nothing if the call took them along)
-                AcknowledgementLinger.schedule(this::sendLingeringAcks);
-            }
-            throw ex;
-        }
-    }
-
-    /**
-     * Sends the acknowledgements of a committed transaction that wait for the next poll, in a request of their own.
-     * Caller holds {@link #access}.
-     */
-    private void sendWaitingAcks() {
-        if (this.acksWaitForPoll && !this.closed) {
-            this.delegate.commitAsync();
-            this.acksWaitForPoll = false;
-        }
-    }
-
-    /**
-     * {@link AcknowledgementLinger}'s check: if no poll has taken the acknowledgements of a committed transaction
-     * along by now, send them. While another call holds the consumer the check runs again later, unless that call
-     * took them along. Results the wrapped consumer reports meanwhile reach the application's callback on its own
-     * thread, at its next poll (see {@link #acknowledged}).
-     *
-     * @return whether to check again later
-     */
-    private boolean sendLingeringAcks() {
-        if (!this.access.tryLock()) {
-            return this.acksWaitForPoll; // (a poll or commit holding the consumer has taken them along)
-        }
-        this.lingerCheckRunning = true;
-        try {
-            sendWaitingAcks();
-            this.lingerFailures = 0;
-            return false;
-        }
-        catch (RuntimeException ex) {
-            // the wrapped consumer reports an error once: the application's next poll throws it
-            this.lingerFailure = ex;
-            boolean again = ++this.lingerFailures < MAX_LINGER_FAILURES;
-            log.error("Share group '{}': the acknowledgements of a committed transaction could not be sent ({}); {}",
-                    this.groupId, ex.toString(), again ? "trying again"
-                            : "the next poll, commit or close sends them (records whose lock expires first are "
-                                    + "delivered again: duplicates of committed output)");
-            return again;
-        }
-        finally {
-            this.lingerCheckRunning = false;
-            this.access.unlock();
-        }
-    }
-
-    /**
      * The application's poll, woken by {@link #wakeup()}: only this call lets a wakeup reach the wrapped consumer,
      * so that a wakeup meant for the poll loop (a container stopping) does not break the calls this class makes to
      * send a committed transaction's acknowledgements or to renew locks (seen in the all-paths soak: a stop during a
@@ -1038,25 +958,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         this.polling = true;
         try {
             throwIfWakeupRequested(); // (requested between the check at the start of poll and now)
-            boolean acksWaited = this.acksWaitForPoll;
-            this.acksWaitForPoll = false; // (they go out with the fetch)
-            try {
-                return this.delegate.poll(timeout);
-            }
-            catch (RuntimeException ex) {
-                if (acksWaited) {
-                    // the poll may have failed before it fetched (a wakeup, a background error): send them now (a
-                    // request of their own sends nothing if the poll took them along)
-                    this.acksWaitForPoll = true;
-                    try {
-                        sendWaitingAcks();
-                    }
-                    catch (RuntimeException notSent) {
-                        ex.addSuppressed(notSent);
-                    }
-                }
-                throw ex;
-            }
+            return this.waiting.polling(() -> this.delegate.poll(timeout));
         }
         catch (WakeupException ex) {
             this.wakeupRequested.set(false);
@@ -1300,22 +1202,9 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     Set<ShareRecordId> sent = new HashSet<>(TransactionalShareConsumer.this.buffered.keySet());
                     TransactionalShareConsumer.this.outgoing.putAll(TransactionalShareConsumer.this.buffered);
                     TransactionalShareConsumer.this.buffered.clear();
-                    boolean withLedger = TransactionalShareConsumer.this.ledger != null;
-                    Set<TopicIdPartition> failed;
-                    if (!withLedger) {
-                        // they ride on the next poll's fetch, or a moment later in a request of their own (the
-                        // ledger needs the broker's answer, so it waits for it in the flush)
-                        TransactionalShareConsumer.this.acksWaitForPoll = true;
-                    }
-                    try {
-                        failed = flushOutgoing(withLedger);
-                    }
-                    finally {
-                        if (!withLedger) {
-                            // (also when the flush failed after handing some of them over)
-                            AcknowledgementLinger.schedule(TransactionalShareConsumer.this::sendLingeringAcks);
-                        }
-                    }
+                    // without a ledger they ride on the next poll's fetch, or a moment later in a request of their
+                    // own (see WaitingAcknowledgements); the ledger needs the broker's answer, so it waits for it
+                    Set<TopicIdPartition> failed = flushOutgoing(TransactionalShareConsumer.this.ledger != null);
                     confirmed(sent, failed);
                     if (!failed.isEmpty()) {
                         log.error("Transaction of session '{}' committed, but acknowledging its records on {} failed: "
@@ -1450,10 +1339,22 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         lockedRun(() -> this.delegate.subscribe(topics));
     }
 
+    /**
+     * Leaves the group. The acknowledgements of committed transactions that still wait are sent first, and their
+     * answer waited for: kafka-clients leaves the group without sending what was handed to it, and the group would
+     * deliver those records again.
+     */
     @Override
     public void unsubscribe() {
         ensureNoHeldAcks("unsubscribe()");
-        lockedRun(this.delegate::unsubscribe);
+        lockedRun(() -> {
+            synchronized (this.track) {
+                if (!this.outgoing.isEmpty() || this.waiting.any()) {
+                    flushOutgoing(true);
+                }
+            }
+            this.delegate.unsubscribe();
+        });
     }
 
     /**
@@ -1475,7 +1376,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 }
             }
             this.sentUnanswered.clear(); // (the application's call: its answer is the application's)
-            return sendingWaitingAcks(() -> timeout == null ? this.delegate.commitSync()
+            return this.waiting.sending(() -> timeout == null ? this.delegate.commitSync()
                     : this.delegate.commitSync(timeout));
         }
         finally {
@@ -1494,7 +1395,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 }
             }
             this.sentUnanswered.clear();
-            sendingWaitingAcks(() -> {
+            this.waiting.sending(() -> {
                 this.delegate.commitAsync();
                 return null;
             });
@@ -1528,48 +1429,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         if (user == null) {
             return;
         }
-        if (this.lingerCheckRunning) {
-            // not on the application's thread: the application's callback gets it at the next poll
-            synchronized (this.deferredCallbacks) {
-                this.deferredCallbacks.add(() -> user.onComplete(offsets, failure));
-            }
-            return;
-        }
-        try {
-            runDeferredCallbacks();
-        }
-        finally {
-            user.onComplete(offsets, failure);
-        }
-    }
-
-    /** Passes on results reported during a linger check, in their order. */
-    private void runDeferredCallbacks() {
-        List<Runnable> due;
-        synchronized (this.deferredCallbacks) {
-            if (this.deferredCallbacks.isEmpty()) {
-                return;
-            }
-            due = new ArrayList<>(this.deferredCallbacks);
-            this.deferredCallbacks.clear();
-        }
-        RuntimeException first = null;
-        for (Runnable callback : due) {
-            try {
-                callback.run();
-            }
-            catch (RuntimeException ex) {
-                if (first == null) {
-                    first = ex;
-                }
-                else {
-                    first.addSuppressed(ex);
-                }
-            }
-        }
-        if (first != null) {
-            throw first;
-        }
+        this.waiting.passOn(user, offsets, failure);
     }
 
     @Override
@@ -1658,14 +1518,13 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     }
                 }
             }
-            this.closed = true;
-            this.acksWaitForPoll = false; // (closing sends them)
+            this.waiting.closing();
             try {
                 this.delegate.close(timeout);
             }
             finally {
                 try {
-                    runDeferredCallbacks();
+                    this.waiting.runDeferredCallbacks();
                 }
                 catch (RuntimeException ex) {
                     log.warn("Share consumer of group '{}': the acknowledgement callback threw while closing",

@@ -19,7 +19,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.BiFunction;
+import java.util.function.BiConsumer;
 import java.util.function.Consumer;
 import java.util.stream.Collectors;
 
@@ -538,16 +538,30 @@ class TransactionalShareConsumerTest {
      */
     @Test
     void aPollWokenBeforeItFetchedStillSendsTheAcknowledgementsOfTheCommitBeforeIt() throws Exception {
-        AcknowledgementLinger.delayChecksForTests(TimeUnit.MINUTES.toMillis(10));
-        try {
-            commitThenStopPolling("woken", worker -> {
-                worker.delegate().wakeup(); // as if it had raced past this consumer's own checks into the poll
-                assertThatThrownBy(() -> worker.poll(Duration.ofSeconds(5))).isInstanceOf(WakeupException.class);
-            });
-        }
-        finally {
-            AcknowledgementLinger.delayChecksForTests(AcknowledgementLinger.DELAY_MS);
-        }
+        withChecksDelayed(() -> commitThenStopPolling("woken", worker -> {
+            worker.delegate().wakeup(); // as if it had raced past this consumer's own checks into the poll
+            assertThatThrownBy(() -> worker.poll(Duration.ofSeconds(5))).isInstanceOf(WakeupException.class);
+        }));
+    }
+
+    /**
+     * A record renewed inside the transaction (while others are still in flight) comes back only with a poll: the
+     * commit sends the others' acknowledgements, takes it back, and only then hands its acknowledgement over. That one
+     * too must go out with no further call.
+     */
+    @Test
+    void theAcknowledgementOfARenewedRecordGoesOutWithoutAnotherPoll() throws Exception {
+        commitThenStopPolling("renewed", new FaultyCalls(),
+                (worker, records) -> worker.acknowledge(records.get(0), AcknowledgeType.RENEW), worker -> { });
+    }
+
+    /**
+     * Leaving the group right after a commit: kafka-clients' {@code unsubscribe} does not send what was handed to it,
+     * and the group would deliver those records again; the consumer sends them first (the check is out of the way).
+     */
+    @Test
+    void unsubscribingRightAfterACommitSendsItsAcknowledgementsFirst() throws Exception {
+        withChecksDelayed(() -> commitThenStopPolling("unsubscribe", TransactionalShareConsumer::unsubscribe));
     }
 
     /**
@@ -557,10 +571,10 @@ class TransactionalShareConsumerTest {
      */
     @Test
     void aLingerCheckThatFailsTriesAgain() throws Exception {
-        FaultyCalls faults = new FaultyCalls("commitAsync", 2);
-        commitThenStopPolling("linger-retry", faults::wrap, worker -> {
+        FaultyCalls faults = new FaultyCalls().failing("commitAsync", 2);
+        commitThenStopPolling("linger-retry", faults, (worker, records) -> { }, worker -> {
             await().atMost(Duration.ofSeconds(20)).until(() -> everyRecordAcknowledged(worker.groupId(), faults));
-            assertThat(faults.calls.get()).isEqualTo(3);
+            assertThat(faults.calls("commitAsync")).isEqualTo(3);
             assertThatThrownBy(() -> worker.poll(Duration.ofMillis(100))).isSameAs(faults.lastThrown);
             assertThat(worker.poll(Duration.ofMillis(100))).isEmpty();
         });
@@ -572,10 +586,11 @@ class TransactionalShareConsumerTest {
      */
     @Test
     void afterThreeFailedLingerChecksThePollsSendTheAcknowledgements() throws Exception {
-        FaultyCalls faults = new FaultyCalls("commitAsync", Integer.MAX_VALUE);
-        commitThenStopPolling("linger-gives-up", faults::wrap, worker -> {
-            await().atMost(Duration.ofSeconds(20)).until(() -> faults.calls.get() >= 3);
-            await().during(Duration.ofMillis(300)).atMost(Duration.ofSeconds(2)).until(() -> faults.calls.get() == 3);
+        FaultyCalls faults = new FaultyCalls().failing("commitAsync", Integer.MAX_VALUE);
+        commitThenStopPolling("linger-gives-up", faults, (worker, records) -> { }, worker -> {
+            await().atMost(Duration.ofSeconds(20)).until(() -> faults.calls("commitAsync") >= 3);
+            await().during(Duration.ofMillis(300)).atMost(Duration.ofSeconds(2))
+                .until(() -> faults.calls("commitAsync") == 3);
             assertThat(everyRecordAcknowledged(worker.groupId(), faults)).isFalse();
             faults.heal();
             assertThatThrownBy(() -> worker.poll(Duration.ofMillis(100))).isSameAs(faults.lastThrown);
@@ -590,17 +605,45 @@ class TransactionalShareConsumerTest {
      */
     @Test
     void aFailedCommitSyncLeavesTheAcknowledgementsToTheLingerCheck() throws Exception {
-        FaultyCalls faults = new FaultyCalls("commitSync", 1);
+        FaultyCalls faults = new FaultyCalls();
+        withChecksDelayed(() -> commitThenStopPolling("commit-sync-fails", faults, (worker, records) -> { },
+                worker -> {
+                    AcknowledgementLinger.delayChecksForTests(AcknowledgementLinger.DELAY_MS);
+                    faults.failing("commitSync", 1);
+                    assertThatThrownBy(worker::commitSync).isSameAs(faults.lastThrown);
+                    assertThat(faults.calls("commitSync")).isEqualTo(1);
+                }));
+    }
+
+    /**
+     * The first poll after a commit fails before it fetched, and so does its own attempt to send the
+     * acknowledgements at once: a check sends them, with no further call. (The commit's own check is out of the way.)
+     */
+    @Test
+    void aFailedPollWhoseResendFailsTooLeavesTheAcknowledgementsToACheck() throws Exception {
+        FaultyCalls faults = new FaultyCalls();
+        withChecksDelayed(() -> commitThenStopPolling("poll-fails", faults, (worker, records) -> { }, worker -> {
+            AcknowledgementLinger.delayChecksForTests(AcknowledgementLinger.DELAY_MS);
+            faults.failing("poll", 1).failing("commitAsync", 1);
+            assertThatThrownBy(() -> worker.poll(Duration.ofMillis(100)))
+                .hasMessage("injected failure of poll")
+                .satisfies(ex -> assertThat(ex.getSuppressed()).singleElement()
+                    .satisfies(s -> assertThat(s).hasMessage("injected failure of commitAsync")));
+        }));
+    }
+
+    private interface ThrowingRunnable {
+        void run() throws Exception;
+    }
+
+    /** Runs {@code test} with the linger checks scheduled meanwhile moved 10 minutes away, then drops them. */
+    private static void withChecksDelayed(ThrowingRunnable test) throws Exception {
         AcknowledgementLinger.delayChecksForTests(TimeUnit.MINUTES.toMillis(10));
         try {
-            commitThenStopPolling("commit-sync-fails", faults::wrap, worker -> {
-                AcknowledgementLinger.delayChecksForTests(AcknowledgementLinger.DELAY_MS);
-                assertThatThrownBy(worker::commitSync).isSameAs(faults.lastThrown);
-                assertThat(faults.calls.get()).isEqualTo(1);
-            });
+            test.run();
         }
         finally {
-            AcknowledgementLinger.delayChecksForTests(AcknowledgementLinger.DELAY_MS);
+            AcknowledgementLinger.resetForTests();
         }
     }
 
@@ -614,37 +657,41 @@ class TransactionalShareConsumerTest {
     }
 
     /**
-     * Wraps a real share consumer so that its calls of one method throw (before reaching it) the first
-     * {@code failures} times; the other calls go through unchanged.
+     * Wraps a real share consumer so that calls of the methods named with {@link #failing} throw (before reaching it)
+     * as many times as given; the other calls go through unchanged. Counts the calls of every method by name.
      */
     private static final class FaultyCalls {
 
-        private final String method;
-        private final AtomicInteger failuresLeft;
-        final AtomicInteger calls = new AtomicInteger();
+        private final Map<String, AtomicInteger> failuresLeft = new ConcurrentHashMap<>();
+        private final Map<String, AtomicInteger> calls = new ConcurrentHashMap<>();
         volatile @Nullable RuntimeException lastThrown;
         volatile String topic = "";
 
-        FaultyCalls(String method, int failures) {
-            this.method = method;
-            this.failuresLeft = new AtomicInteger(failures);
+        FaultyCalls failing(String method, int times) {
+            this.failuresLeft.put(method, new AtomicInteger(times));
+            return this;
+        }
+
+        int calls(String method) {
+            AtomicInteger n = this.calls.get(method);
+            return n == null ? 0 : n.get();
         }
 
         void heal() {
-            this.failuresLeft.set(0);
+            this.failuresLeft.clear();
         }
 
         @SuppressWarnings("unchecked")
         ShareConsumer<String, String> wrap(ShareConsumer<String, String> real, String input) {
             this.topic = input;
             InvocationHandler handler = (proxy, called, args) -> {
-                if (called.getName().equals(this.method)) {
-                    this.calls.incrementAndGet();
-                    if (this.failuresLeft.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
-                        RuntimeException injected = new KafkaException("injected failure of " + this.method);
-                        this.lastThrown = injected;
-                        throw injected;
-                    }
+                String name = called.getName();
+                this.calls.computeIfAbsent(name, k -> new AtomicInteger()).incrementAndGet();
+                AtomicInteger left = this.failuresLeft.get(name);
+                if (left != null && left.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+                    RuntimeException injected = new KafkaException("injected failure of " + name);
+                    this.lastThrown = injected;
+                    throw injected;
                 }
                 try {
                     return called.invoke(real, args);
@@ -660,17 +707,17 @@ class TransactionalShareConsumerTest {
 
     private void commitThenStopPolling(String prefix, Consumer<TransactionalShareConsumer<String, String>> afterCommit)
             throws Exception {
-        commitThenStopPolling(prefix, (real, input) -> real, afterCommit);
+        commitThenStopPolling(prefix, new FaultyCalls(), (worker, records) -> { }, afterCommit);
     }
 
     /**
-     * A worker without a ledger commits one transaction over three records, runs {@code afterCommit}, then neither
-     * polls nor closes: the group must see every record acknowledged (the lock lasts a minute, so no redelivery
-     * covers for a lost acknowledgement), and each record's output exactly once. {@code wrap} gets the real share
-     * consumer and the input topic, and returns what the worker wraps.
+     * A worker without a ledger commits one transaction over three records (running {@code inTransaction} after
+     * beginning it, before acknowledging them), runs {@code afterCommit}, then neither polls nor closes: the group must see every record
+     * acknowledged (the lock lasts a minute, so no redelivery covers for a lost acknowledgement), and each record's
+     * output exactly once. The worker wraps a real share consumer through {@code faults}.
      */
-    private void commitThenStopPolling(String prefix,
-            BiFunction<ShareConsumer<String, String>, String, ShareConsumer<String, String>> wrap,
+    private void commitThenStopPolling(String prefix, FaultyCalls faults,
+            BiConsumer<TransactionalShareConsumer<String, String>, List<ConsumerRecord<String, String>>> inTransaction,
             Consumer<TransactionalShareConsumer<String, String>> afterCommit) throws Exception {
         String input = EmbeddedKafkaCluster.uniqueName(prefix + "-in");
         String output = EmbeddedKafkaCluster.uniqueName(prefix + "-out");
@@ -681,11 +728,10 @@ class TransactionalShareConsumerTest {
         configs.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 10);
         configs.put(ConsumerConfig.SHARE_ACQUIRE_MODE_CONFIG, "record_limit");
         configs.put(TransactionalShareConsumer.ACKNOWLEDGEMENT_MODE_CONFIG, "explicit");
-        ShareConsumer<String, String> real = new KafkaShareConsumer<>(configs, new StringDeserializer(),
-                new StringDeserializer());
         try (TransactionSession session = session(prefix);
-                TransactionalShareConsumer<String, String> worker = new TransactionalShareConsumer<>(
-                        wrap.apply(real, input), configs)) {
+                TransactionalShareConsumer<String, String> worker = new TransactionalShareConsumer<>(faults.wrap(
+                        new KafkaShareConsumer<>(configs, new StringDeserializer(), new StringDeserializer()), input),
+                        configs)) {
             worker.subscribe(List.of(input));
             worker.bindTransactionSession(session);
             SessionProducer<String, String> out = new SessionProducer<>(session, new StringSerializer(),
@@ -696,6 +742,7 @@ class TransactionalShareConsumerTest {
                 return records.size() == inputs.size();
             });
             session.beginTransaction();
+            inTransaction.accept(worker, records);
             for (ConsumerRecord<String, String> r : records) {
                 out.send(new ProducerRecord<>(output, r.value(), r.value()));
                 worker.acknowledge(r, AcknowledgeType.ACCEPT);
