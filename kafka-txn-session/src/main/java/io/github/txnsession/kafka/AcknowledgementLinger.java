@@ -61,8 +61,8 @@ final class AcknowledgementLinger {
 
     /** For tests: drops the checks not run yet and goes back to {@link #DELAY_MS}. */
     static void resetForTests() {
+        delayMs = DELAY_MS; // (first: a check running now reschedules itself with the usual delay)
         Holder.TIMER.getQueue().clear();
-        delayMs = DELAY_MS;
     }
 
     private static final class Holder {

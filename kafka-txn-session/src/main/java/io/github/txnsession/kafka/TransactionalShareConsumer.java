@@ -71,7 +71,10 @@ import org.slf4j.LoggerFactory;
  * {@link IllegalStateException} naming the record.</li>
  * <li>While the bound session is PREPARED, ABORTABLE_ERROR, COMMITTING or ABORTING, ACCEPT/REJECT/RELEASE fail with
  * {@link IllegalStateException}: sent at once they could acknowledge a record whose output never commits.</li>
- * <li>Outside a transaction (or unbound) it behaves like the wrapped consumer in explicit mode.</li>
+ * <li>Outside a transaction (or unbound) it behaves like the wrapped consumer in explicit mode, with one difference:
+ * acknowledgements made then can go out with a request this consumer sends for a committed transaction's (a
+ * background check, {@link #unsubscribe()}); their results then reach the acknowledgement callback and are missing
+ * from the map the application's next {@code commitSync} returns.</li>
  * </ul>
  *
  * <h2>Not guaranteed: the window between commit and acknowledgement</h2>
@@ -527,6 +530,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
             for (ConsumerRecord<K, V> r : again) {
                 this.delegate.acknowledge(r, AcknowledgeType.RELEASE);
             }
+            this.waiting.handedOver(); // (they must not wait for a poll that may not come)
             if (ex instanceof InterruptException) {
                 throw ex;
             }
@@ -541,6 +545,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                 this.delegate.acknowledge(r, outcome);
             }
         }
+        this.waiting.handedOver();
         log.info("Share group '{}': {} record(s) delivered again had their outcome committed already (their "
                 + "acknowledgement was lost); acknowledged, not processed again: {}", this.groupId, done.size(),
                 done.keySet());
@@ -1341,8 +1346,11 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
 
     /**
      * Leaves the group. The acknowledgements of committed transactions that still wait are sent first, and their
-     * answer waited for: kafka-clients leaves the group without sending what was handed to it, and the group would
-     * deliver those records again.
+     * answer waited for (kafka-clients leaves the group without sending what was handed to it, and the group would
+     * deliver those records again); records the application holds unacknowledged are released.
+     *
+     * @throws KafkaException if those acknowledgements could not be sent (for example a timeout after the consumer's
+     *         {@code default.api.timeout.ms}): the consumer stays in the group; call again
      */
     @Override
     public void unsubscribe() {
@@ -1350,11 +1358,62 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
         lockedRun(() -> {
             synchronized (this.track) {
                 if (!this.outgoing.isEmpty() || this.waiting.any()) {
-                    flushOutgoing(true);
+                    Set<TopicIdPartition> failed = flushBeforeLeaving(true);
+                    if (!failed.isEmpty()) {
+                        log.error("Share group '{}': unsubscribing, the acknowledgements of committed transactions on "
+                                + "{} failed: those records will be delivered again (duplicates of committed output)",
+                                this.groupId, failed);
+                    }
                 }
             }
             this.delegate.unsubscribe();
+            synchronized (this.track) {
+                forgetHeldRecords(); // (leaving the group released them)
+            }
         });
+    }
+
+    /**
+     * Before the consumer leaves the group: releases the records the application holds unacknowledged (leaving would
+     * release them anyway), so that renewed records of committed transactions can be taken back and their
+     * acknowledgements handed over, then hands them over (and sends them, if {@code commit}). Warns about those it
+     * could not hand over. Caller holds {@link #access} and {@link #track}.
+     *
+     * @return the partitions whose acknowledgements failed at the broker
+     */
+    private Set<TopicIdPartition> flushBeforeLeaving(boolean commit) {
+        if (!this.outgoing.isEmpty()) {
+            boolean released = false;
+            for (var it = this.held.entrySet().iterator(); it.hasNext();) {
+                Map.Entry<ShareRecordId, ConsumerRecord<K, V>> e = it.next();
+                ShareRecordId id = e.getKey();
+                if (!this.outgoing.containsKey(id) && !this.buffered.containsKey(id) && !this.renewed.contains(id)) {
+                    this.delegate.acknowledge(e.getValue(), AcknowledgeType.RELEASE);
+                    this.heldSince.remove(id);
+                    it.remove();
+                    released = true;
+                }
+            }
+            if (released) {
+                this.waiting.handedOver();
+            }
+        }
+        Set<TopicIdPartition> failed = flushOutgoing(commit);
+        if (!this.outgoing.isEmpty()) {
+            log.warn("Share group '{}': leaving the group before the renewed records {} came back; their committed "
+                    + "acknowledgements are not sent and the group delivers them again (duplicates of committed "
+                    + "output)", this.groupId, this.outgoing.keySet());
+        }
+        return failed;
+    }
+
+    /** After leaving the group: what this consumer held is the group's again. Caller holds {@link #track}. */
+    private void forgetHeldRecords() {
+        this.held.clear();
+        this.heldSince.clear();
+        this.renewed.clear();
+        this.outgoing.clear();
+        this.stash.clear();
     }
 
     /**
@@ -1509,7 +1568,7 @@ public class TransactionalShareConsumer<K, V> implements ShareConsumer<K, V> {
                     // acknowledgements of committed transactions not yet handed over (renewed records not back yet):
                     // handed over now, so that closing sends them
                     try {
-                        flushOutgoing(false);
+                        flushBeforeLeaving(false);
                     }
                     catch (RuntimeException ex) {
                         log.warn("Share consumer of group '{}' closed with acknowledgements of committed "

@@ -118,10 +118,10 @@ final class WaitingAcknowledgements {
         catch (RuntimeException ex) {
             if (waited) {
                 try {
-                    send();
+                    sendWaiting();
                 }
                 catch (RuntimeException notSent) {
-                    ex.addSuppressed(notSent); // (sending scheduled a check)
+                    ex.addSuppressed(notSent); // (they still wait: sending scheduled a check)
                 }
             }
             throw ex;

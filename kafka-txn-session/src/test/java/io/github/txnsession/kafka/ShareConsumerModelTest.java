@@ -50,7 +50,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * {@code read_committed} output holds exactly one record per accepted input and none for a rejected one; the
  * application's acknowledgement callback ran on the application's thread only, and reported no failure.
  *
- * <p>{@code -Dtxnsession.share.model.records=N} sets the input size (400 by default, about 15 s) and
+ * <p>{@code -Dtxnsession.share.model.records=N} sets the input size (400 by default, about 10 s) and
  * {@code -Dtxnsession.share.model.seed=S} replays a run; {@code -Pmodel-full} runs 20,000.
  */
 class ShareConsumerModelTest {
@@ -91,7 +91,7 @@ class ShareConsumerModelTest {
             for (int w = 0; w < WORKERS; w++) {
                 workers.add(new Worker("w" + w, group, input, output, model));
             }
-            long deadline = System.nanoTime() + Duration.ofMinutes(2).plusMillis(RECORDS * 20L).toNanos();
+            long deadline = System.nanoTime() + Duration.ofMinutes(2).plusMillis(RECORDS * 50L).toNanos();
             while (model.settled.size() < RECORDS) {
                 if (System.nanoTime() > deadline) {
                     throw model.violation("only " + model.settled.size() + " of " + RECORDS + " records settled");
@@ -107,11 +107,15 @@ class ShareConsumerModelTest {
         }
         catch (AssertionError | RuntimeException ex) {
             System.out.println("share model, seed " + seed + ", last steps:\n  " + String.join("\n  ", model.history));
+            try {
+                closeAll(workers);
+            }
+            catch (RuntimeException closing) {
+                ex.addSuppressed(closing);
+            }
             throw ex;
         }
-        finally {
-            closeAll(workers);
-        }
+        closeAll(workers);
         Map<String, Integer> counts = new HashMap<>();
         for (ConsumerRecord<String, String> r : readCommitted(kafka.cluster(), output)) {
             counts.merge(r.key(), 1, Integer::sum);
@@ -135,6 +139,9 @@ class ShareConsumerModelTest {
             catch (RuntimeException ex) {
                 if (first == null) {
                     first = ex;
+                }
+                else {
+                    first.addSuppressed(ex);
                 }
             }
         }

@@ -565,6 +565,56 @@ class TransactionalShareConsumerTest {
     }
 
     /**
+     * Leaving the group while the application still holds a record unacknowledged, after a commit whose other record
+     * was renewed (so its committed ACCEPT waits for it to come back): the unacknowledged record is released, the
+     * renewed one taken back and its acknowledgement sent before leaving. Another member then gets only the released
+     * record.
+     */
+    @Test
+    void unsubscribingWithARecordStillHeldSendsTheCommittedAcknowledgementOfARenewedOne() throws Exception {
+        String input = EmbeddedKafkaCluster.uniqueName("leave-held-in");
+        String output = EmbeddedKafkaCluster.uniqueName("leave-held-out");
+        kafka.cluster().createTopics(1, input, output);
+        List<String> inputs = produceInputs(input, 1, 3);
+        String group = shareGroup("leave-held-group", "60000");
+        List<ConsumerRecord<String, String>> records = new ArrayList<>();
+        try (TransactionSession session = session("leave-held");
+                TransactionalShareConsumer<String, String> worker = shareConsumer(group, 10)) {
+            worker.subscribe(List.of(input));
+            worker.bindTransactionSession(session);
+            SessionProducer<String, String> out = new SessionProducer<>(session, new StringSerializer(),
+                    new StringSerializer());
+            await().atMost(Duration.ofSeconds(60)).until(() -> {
+                worker.poll(Duration.ofMillis(200)).forEach(records::add);
+                return records.size() == inputs.size();
+            });
+            session.beginTransaction();
+            worker.acknowledge(records.get(0), AcknowledgeType.RENEW);
+            for (ConsumerRecord<String, String> r : records.subList(0, 2)) {
+                out.send(new ProducerRecord<>(output, r.value(), r.value()));
+                worker.acknowledge(r, AcknowledgeType.ACCEPT);
+            }
+            session.commitTransaction(); // the third record is still held, unacknowledged
+            worker.unsubscribe();
+        }
+        List<String> redelivered = new ArrayList<>();
+        try (TransactionalShareConsumer<String, String> other = shareConsumer(group, 10)) {
+            other.subscribe(List.of(input));
+            await().atMost(Duration.ofSeconds(30)).until(() -> {
+                for (ConsumerRecord<String, String> r : other.poll(Duration.ofMillis(200))) {
+                    redelivered.add(r.value());
+                    other.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                other.commitSync();
+                return everyRecordAcknowledged(group, input);
+            });
+        }
+        assertThat(redelivered).containsExactly(records.get(2).value());
+        assertThat(outputCounts(output)).containsOnlyKeys(records.get(0).value(), records.get(1).value())
+            .allSatisfy((k, n) -> assertThat(n).isEqualTo(1));
+    }
+
+    /**
      * The linger check's request fails twice (the wrapped consumer's {@code commitAsync} throws before sending): the
      * check tries again and the acknowledgements still reach the broker without another poll; the failure is not
      * swallowed: the next poll throws it, once.
@@ -596,6 +646,23 @@ class TransactionalShareConsumerTest {
             assertThatThrownBy(() -> worker.poll(Duration.ofMillis(100))).isSameAs(faults.lastThrown);
             worker.poll(Duration.ofMillis(100));
         });
+    }
+
+    /**
+     * After a check gave up (three failures), a failed call that would have sent the acknowledgements starts a new
+     * series of checks with three tries of its own: two more failures, then they go out.
+     */
+    @Test
+    void aNewSeriesOfChecksGetsThreeTriesOfItsOwn() throws Exception {
+        FaultyCalls faults = new FaultyCalls().failing("commitAsync", Integer.MAX_VALUE);
+        commitThenStopPolling("linger-series", faults, (worker, records) -> { }, worker -> {
+            await().atMost(Duration.ofSeconds(20)).until(() -> faults.calls("commitAsync") >= 3);
+            await().during(Duration.ofMillis(300)).atMost(Duration.ofSeconds(2))
+                .until(() -> faults.calls("commitAsync") == 3);
+            faults.failing("commitAsync", 2).failing("commitSync", 1);
+            assertThatThrownBy(worker::commitSync).hasMessage("injected failure of commitSync");
+        });
+        assertThat(faults.calls("commitAsync")).isEqualTo(6);
     }
 
     /**
