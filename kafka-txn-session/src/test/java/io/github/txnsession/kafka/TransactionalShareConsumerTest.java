@@ -119,6 +119,17 @@ class TransactionalShareConsumerTest {
         throw new AssertionError("No share records within 60 s");
     }
 
+    /** Polls until {@code count} records came, within 60 s; acknowledges none of them. */
+    private static List<ConsumerRecord<String, String>> pollAll(TransactionalShareConsumer<String, String> consumer,
+            int count) {
+        List<ConsumerRecord<String, String>> records = new ArrayList<>();
+        await().atMost(Duration.ofSeconds(60)).until(() -> {
+            consumer.poll(Duration.ofMillis(200)).forEach(records::add);
+            return records.size() == count;
+        });
+        return records;
+    }
+
     /** Committed output keyed by input value: how many outputs each input produced. */
     private static Map<String, Integer> outputCounts(String output) {
         Map<String, Integer> counts = new HashMap<>();
@@ -490,11 +501,7 @@ class TransactionalShareConsumerTest {
                 worker.bindTransactionSession(session);
                 SessionProducer<String, String> out = new SessionProducer<>(session, new StringSerializer(),
                         new StringSerializer());
-                List<ConsumerRecord<String, String>> records = new ArrayList<>();
-                await().atMost(Duration.ofSeconds(60)).until(() -> {
-                    worker.poll(Duration.ofMillis(200)).forEach(records::add);
-                    return records.size() == inputs.size();
-                });
+                List<ConsumerRecord<String, String>> records = pollAll(worker, inputs.size());
                 session.beginTransaction();
                 for (ConsumerRecord<String, String> r : records) {
                     out.send(new ProducerRecord<>(output, r.value(), r.value()));
@@ -584,10 +591,7 @@ class TransactionalShareConsumerTest {
             worker.bindTransactionSession(session);
             SessionProducer<String, String> out = new SessionProducer<>(session, new StringSerializer(),
                     new StringSerializer());
-            await().atMost(Duration.ofSeconds(60)).until(() -> {
-                worker.poll(Duration.ofMillis(200)).forEach(records::add);
-                return records.size() == inputs.size();
-            });
+            records.addAll(pollAll(worker, inputs.size()));
             session.beginTransaction();
             worker.acknowledge(records.get(0), AcknowledgeType.RENEW);
             for (ConsumerRecord<String, String> r : records.subList(0, 2)) {
@@ -803,11 +807,7 @@ class TransactionalShareConsumerTest {
             worker.bindTransactionSession(session);
             SessionProducer<String, String> out = new SessionProducer<>(session, new StringSerializer(),
                     new StringSerializer());
-            List<ConsumerRecord<String, String>> records = new ArrayList<>();
-            await().atMost(Duration.ofSeconds(60)).until(() -> {
-                worker.poll(Duration.ofMillis(200)).forEach(records::add);
-                return records.size() == inputs.size();
-            });
+            List<ConsumerRecord<String, String>> records = pollAll(worker, inputs.size());
             session.beginTransaction();
             inTransaction.accept(worker, records);
             for (ConsumerRecord<String, String> r : records) {
